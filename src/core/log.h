@@ -1,0 +1,18 @@
+// core/log.h — stderr logging with a global verbosity. Engine lines use the "[engine]" prefix.
+#pragma once
+
+namespace jllm {
+
+enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+
+void log_msg(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+}  // namespace jllm
+
+#define JLLM_LOG_ERROR(...) ::jllm::log_msg(::jllm::LogLevel::Error, __VA_ARGS__)
+#define JLLM_LOG_WARN(...) ::jllm::log_msg(::jllm::LogLevel::Warn, __VA_ARGS__)
+#define JLLM_LOG_INFO(...) ::jllm::log_msg(::jllm::LogLevel::Info, __VA_ARGS__)
+#define JLLM_LOG_DEBUG(...) ::jllm::log_msg(::jllm::LogLevel::Debug, __VA_ARGS__)
