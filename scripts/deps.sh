@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# scripts/deps.sh — installs every build and test dependency from Debian/Ubuntu packages and
+# PyPI. Idempotent; needs root (or sudo) for apt-get. Nothing else is downloaded.
+set -euo pipefail
+
+APT_PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates unzip
+          python3 python3-pip
+          libgtest-dev libgmock-dev libbenchmark-dev
+          nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev
+          libcpp-httplib-dev clang)
+PY_PKGS=(numpy gguf tokenizers jinja2 pytest)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+# clang's sanitizer/libFuzzer runtime is a separate package on Debian 12.
+if ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 &&
+   ! ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a >/dev/null 2>&1; then
+  missing+=("__clang_rt__")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[deps] installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  pkgs=()
+  for p in "${missing[@]}"; do [ "$p" != "__clang_rt__" ] && pkgs+=("$p"); done
+  if [ ${#pkgs[@]} -gt 0 ]; then $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}"; fi
+  if [[ " ${missing[*]} " == *" __clang_rt__ "* ]]; then
+    cv=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
+    $SUDO apt-get install -y -qq --no-install-recommends "libclang-rt-${cv}-dev" ||
+      $SUDO apt-get install -y -qq --no-install-recommends libclang-rt-dev || true
+  fi
+else
+  echo "[deps] all Debian packages present"
+fi
+
+py_missing=()
+for p in "${PY_PKGS[@]}"; do
+  python3 -m pip show -q "$p" >/dev/null 2>&1 || py_missing+=("$p")
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "[deps] pip installing: ${py_missing[*]}"
+  python3 -m pip install -q "${py_missing[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${py_missing[@]}"
+else
+  echo "[deps] all Python packages present"
+fi
