@@ -5,6 +5,7 @@
 #include "engine/chat_template.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>

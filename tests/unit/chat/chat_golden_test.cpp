@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct GoldenCase {
     std::string name;
     ordered_json doc_case;
 };
+
+// gtest prints a failing parameter with this instead of a byte dump.
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.file << "/" << c.name; }
 
 ordered_json load_golden(const std::string& file) {
     const std::string path = jllm::test::data_dir() + "/chat/" + file + ".json";
