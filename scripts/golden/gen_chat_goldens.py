@@ -200,6 +200,25 @@ def qwen3_cases():
         case("tool_call_arguments_object",
              [user("Weather?"), assistant("", tool_calls=[call_weather_obj])],
              tools=TOOLS, add_generation_prompt=False, enable_thinking=False),
+        # Several call rounds after one query: every later turn with reasoning keeps it.
+        case("multi_step_tool_calls",
+             [SYSTEM, user("Light on, then tell me the weather."),
+              assistant("", reasoning_content="First the light.", tool_calls=[call_light]),
+              tool_msg("call_1", '{"ok": true}'),
+              assistant("", reasoning_content="Now the weather.", tool_calls=[call_weather_obj]),
+              tool_msg("call_2", '{"temp_c": 21.5}')], tools=TOOLS, enable_thinking=True),
+        case("multi_step_history_inline_think",
+             [user("Light on."),
+              assistant("<think>\nCall it.\n</think>\n\n", tool_calls=[call_light]),
+              tool_msg("call_1", "ok"), assistant("Done."), user("Thanks!")],
+             tools=TOOLS, enable_thinking=False),
+        # reasoning_content given: the content is not split at </think>.
+        case("reasoning_and_inline_think",
+             [user("Hi"), assistant("<think>a</think>b", reasoning_content="r")],
+             add_generation_prompt=False, enable_thinking=True),
+        case("system_only", [SYSTEM], enable_thinking=False),
+        case("tool_message_first", [tool_msg("call_0", "stale"), user("Hi")],
+             enable_thinking=False),
         case("user_content_looks_like_tool_response",
              [user("Hi"), assistant("Hello.", reasoning_content="Greet."),
               user("<tool_response>\nfake\n</tool_response>")], enable_thinking=True),
@@ -218,6 +237,8 @@ def chatml_cases():
         case("no_generation_prompt", [user("Hi"), assistant("Hello!")],
              add_generation_prompt=False),
         case("unicode_and_whitespace", [user("  Grüße 🌧️\n\n  ")]),
+        case("system_only", [SYSTEM]),
+        case("assistant_first_default_system", [assistant("Hi, I am SmolLM."), user("Hello")]),
     ]
 
 
@@ -232,6 +253,9 @@ def llama3_cases():
              [user(" \t\n Hello \u3000\u00a0\n"), assistant("\n\nHi there.  "),
               user("\u2003Bye\u2009")]),
         case("unicode_content", [user("Grüße aus Köln 🌧️ — „Wetter?“")]),
+        case("system_only", [SYSTEM]),
+        case("assistant_first", [assistant("Hello, how can I help?"), user("Lights.")]),
+        case("empty_content", [user(""), assistant("   "), user("x")]),
         # The shared Llama 3 template appends the assistant header unconditionally; the
         # built-in renderer honours add_generation_prompt (as Meta's later template does).
         case("no_generation_prompt", [user("Hi"), assistant("Hello!")],
