@@ -4,6 +4,7 @@
 // hand-written expectations) and the errors each renderer raises.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -276,6 +277,37 @@ TEST(ChatChatML, PlainWithoutTemplateAndErrors) {
                  jllm::JllmError);
     opt.tools_json = TOOLS_JSON;
     EXPECT_THROW(jllm::render_chat(ChatTemplateKind::ChatML, {msg("user", "x")}, opt), jllm::JllmError);
+}
+
+// Arbitrary bytes (malformed UTF-8 included) in every field render without a crash.
+TEST(ChatRobustness, ArbitraryBytesInContent) {
+    std::mt19937 rng(1234);
+    const char* const roles[] = {"system", "user", "assistant", "tool"};
+    const auto random_text = [&]() {
+        std::string s(rng() % 24, '\0');
+        for (char& c : s) c = static_cast<char>(rng() % 256);
+        return s;
+    };
+    for (int iter = 0; iter < 300; ++iter) {
+        std::vector<ChatMessage> msgs;
+        const size_t n = 1 + rng() % 6;
+        for (size_t i = 0; i < n; ++i) {
+            ChatMessage m = msg(roles[rng() % 4], random_text());
+            if (m.role == "assistant" && rng() % 2) m.reasoning_content = random_text();
+            if (m.role == "assistant" && rng() % 3 == 0) m.content += "</think>" + random_text();
+            msgs.push_back(m);
+        }
+        ChatRenderOptions opt;
+        opt.add_generation_prompt = rng() % 2;
+        opt.enable_thinking = rng() % 2;
+        opt.date_string = "26 Jul 2024";
+        EXPECT_NO_THROW(jllm::render_chat(ChatTemplateKind::Qwen3, msgs, opt));
+        EXPECT_NO_THROW(jllm::render_chat(ChatTemplateKind::Llama3, msgs, opt));
+        for (ChatMessage& m : msgs) {
+            if (m.role == "tool") m.role = "user";
+        }
+        EXPECT_NO_THROW(jllm::render_chat(ChatTemplateKind::ChatML, msgs, opt));
+    }
 }
 
 }  // namespace
