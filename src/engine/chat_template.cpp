@@ -427,7 +427,9 @@ std::string render_llama3(const std::vector<ChatMessage>& msgs, const ChatRender
 
     std::string out = opt.bos_token;
     if (!v31) {
-        for (const ChatMessage& m : msgs) out += llama3_header(m.role) + python_strip(m.content) + "<|eot_id|>";
+        for (const ChatMessage& m : msgs) {
+            out += llama3_header(m.role) + python_strip(m.content) + "<|eot_id|>";
+        }
         if (opt.add_generation_prompt) out += llama3_header("assistant");
         return out;
     }
