@@ -192,6 +192,66 @@ float fit_scale_sym(const float* x, int n, int nneg, int npos) {
     return static_cast<float>(best_s);
 }
 
+// Squared error of a sub-block on the stored grid y = dl * q - ml, q in [0, nmax], with every
+// element on its nearest level (the float operations are those of the dequantizers).
+double grid_error_asym(const float* x, int n, float dl, float ml, int nmax) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+        const int q = dl != 0.0f ? round_clamp((x[i] + ml) / dl, 0, nmax) : 0;
+        const double diff = double(dl * static_cast<float>(q) - ml) - x[i];
+        err += diff * diff;
+    }
+    return err;
+}
+
+// Squared error of a sub-block on the stored grid y = dl * q, q in [-nneg, npos].
+double grid_error_sym(const float* x, int n, float dl, int nneg, int npos) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+        const int q = dl != 0.0f ? round_clamp(x[i] / dl, -nneg, npos) : 0;
+        const double diff = double(dl * static_cast<float>(q)) - x[i];
+        err += diff * diff;
+    }
+    return err;
+}
+
+// Integer sub-block scale and min for a fitted (s, m) against super-block scales (d, dmin):
+// the rounded quotients and their neighbours are tried on the stored grid, keeping the pair
+// of least squared error (rounding the scale down can clip the sub-block's top element, which
+// the neighbour search avoids when it matters).
+void pick_scale_min(const float* x, int n, int nmax, float s, float m, float d, float dmin,
+                    int qmax, int* sc_out, int* mn_out) {
+    const int sc0 = d != 0.0f ? round_clamp(s / d, 0, qmax) : 0;
+    const int mn0 = dmin != 0.0f ? round_clamp(m / dmin, 0, qmax) : 0;
+    double best = -1;
+    for (int sc = std::max(0, sc0 - 1); sc <= std::min(qmax, sc0 + 1); ++sc) {
+        for (int mn = std::max(0, mn0 - 1); mn <= std::min(qmax, mn0 + 1); ++mn) {
+            const double err = grid_error_asym(x, n, d * static_cast<float>(sc),
+                                               dmin * static_cast<float>(mn), nmax);
+            if (best < 0 || err < best) {
+                best = err;
+                *sc_out = sc;
+                *mn_out = mn;
+            }
+        }
+    }
+}
+
+// Signed integer sub-block scale in [-qmax, qmax] for a fitted s against d, as pick_scale_min.
+int pick_scale_sym(const float* x, int n, int nneg, int npos, float s, float d, int qmax) {
+    const int sc0 = d != 0.0f ? round_clamp(s / d, -qmax, qmax) : 0;
+    int best_sc = sc0;
+    double best = -1;
+    for (int sc = std::max(-qmax, sc0 - 1); sc <= std::min(qmax, sc0 + 1); ++sc) {
+        const double err = grid_error_sym(x, n, d * static_cast<float>(sc), nneg, npos);
+        if (best < 0 || err < best) {
+            best = err;
+            best_sc = sc;
+        }
+    }
+    return best_sc;
+}
+
 }  // namespace
 
 // =============================== dequantizers (the oracle) ===============================
@@ -531,8 +591,8 @@ void quantize_row_q2_k_ref(const float* x, BlockQ2_K* y, int64_t k) {
         blk.d = to_half(d);
         blk.dmin = to_half(dmin);
         for (int j = 0; j < NSUB; ++j) {
-            const int sc = d != 0.0f ? round_clamp(s[j] / d, 0, 15) : 0;
-            const int mn = dmin != 0.0f ? round_clamp(m[j] / dmin, 0, 15) : 0;
+            int sc = 0, mn = 0;
+            pick_scale_min(x + 16 * j, 16, 3, s[j], m[j], d, dmin, 15, &sc, &mn);
             blk.scales[j] = static_cast<uint8_t>(sc | (mn << 4));
         }
         for (int i = 0; i < QK_K / 4; ++i) blk.qs[i] = 0;
@@ -562,7 +622,7 @@ void quantize_row_q3_k_ref(const float* x, BlockQ3_K* y, int64_t k) {
         blk.d = to_half(d);
         for (int i = 0; i < 12; ++i) blk.scales[i] = 0;
         for (int j = 0; j < NSUB; ++j) {
-            set_q3k_scale(blk.scales, j, d != 0.0f ? round_clamp(s[j] / d, -31, 31) : 0);
+            set_q3k_scale(blk.scales, j, pick_scale_sym(x + 16 * j, 16, 4, 3, s[j], d, 31));
         }
         for (int i = 0; i < QK_K / 8; ++i) blk.hmask[i] = 0;
         for (int i = 0; i < QK_K / 4; ++i) blk.qs[i] = 0;
@@ -595,8 +655,10 @@ void quantize_k4_superblock(const float* x, int nmax, Half* d_out, Half* dmin_ou
     *dmin_out = to_half(dmin);
     uint8_t sc[NSUB], mn[NSUB];
     for (int j = 0; j < NSUB; ++j) {
-        sc[j] = static_cast<uint8_t>(d != 0.0f ? round_clamp(s[j] / d, 0, 63) : 0);
-        mn[j] = static_cast<uint8_t>(dmin != 0.0f ? round_clamp(m[j] / dmin, 0, 63) : 0);
+        int isc = 0, imn = 0;
+        pick_scale_min(x + 32 * j, 32, nmax, s[j], m[j], d, dmin, 63, &isc, &imn);
+        sc[j] = static_cast<uint8_t>(isc);
+        mn[j] = static_cast<uint8_t>(imn);
     }
     pack_scale_min_k4(sc, mn, scales);
     for (int e = 0; e < QK_K; ++e) {
@@ -652,7 +714,7 @@ void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) {
         const float d = fp16_round(max_s / 127.0f);
         blk.d = to_half(d);
         for (int j = 0; j < NSUB; ++j) {
-            blk.scales[j] = static_cast<int8_t>(d != 0.0f ? round_clamp(s[j] / d, -127, 127) : 0);
+            blk.scales[j] = static_cast<int8_t>(pick_scale_sym(x + 16 * j, 16, 32, 31, s[j], d, 127));
         }
         for (int i = 0; i < QK_K / 2; ++i) blk.ql[i] = 0;
         for (int i = 0; i < QK_K / 4; ++i) blk.qh[i] = 0;
