@@ -2,10 +2,15 @@
 //
 // The dequantizers are the oracle for every SIMD and CUDA kernel, so each one is written as a
 // loop over the elements of a block in output order, reading each element's bits from the
-// place the GGUF format puts them. Their float arithmetic is fixed and documented per type
-// (which products are formed first, one rounding per operation, no fused multiply-add): the
-// project builds in ISO C++ mode, where GCC does not contract a*b+c into an FMA. With that
-// order the results are bit-identical to the numpy reference in the `gguf` Python package.
+// place the GGUF format puts them.
+//
+// Exactness: in every fp16-scaled format each product is exact in float32, because the
+// significant bits add up to at most 24: fp16 d (11 bits) x 6-bit sub-block scale x 5-bit q
+// (Q4_K/Q5_K: 22), x int8 scale (7) x 6-bit q (Q6_K: 23), x int8 q (Q8_0: 18). So the only
+// rounding is the final add of the min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K); the values do not
+// depend on the order of the multiplications nor on FMA contraction, and a kernel computing
+// the same formula in any order, with or without fma, must match these bit for bit. (Q8_K has
+// a float32 d: one rounded product.) The `gguf` Python package agrees bit for bit.
 //
 // The quantizers are references for quality, not speed. Q4_0..Q8_1 and Q8_K use the classic
 // max-abs / min-max rules of their formats; the k-quants (Q2_K..Q6_K) pick each sub-block's

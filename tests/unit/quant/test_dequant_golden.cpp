@@ -1,7 +1,7 @@
 // tests/unit/quant/test_dequant_golden.cpp — every reference dequantizer against the goldens of
 // scripts/golden/gen_quant_goldens.py (random blocks dequantized by the `gguf` Python package /
-// numpy). Exactness: every format is d * q or (d * sc) * q -/+ m with one float32 rounding per
-// operation in the same order as numpy, so the comparison is bit-exact (no ulp tolerance).
+// numpy). Bit-exact, no ulp tolerance: every product in these formats is exact in float32 (see
+// quant_ref.cpp), so the only rounding is the final add of a min, the same in numpy and here.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -112,8 +112,8 @@ const GgmlType kGoldenTypes[] = {GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
                                  GgmlType::Q6_K, GgmlType::Q8_K};
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DequantGoldenTest, ::testing::ValuesIn(kGoldenTypes),
-                         [](const ::testing::TestParamInfo<GgmlType>& info) {
-                             return std::string(type_name(info.param));
+                         [](const ::testing::TestParamInfo<GgmlType>& p) {
+                             return std::string(type_name(p.param));
                          });
 
 // A hand-worked Q4_K block, readable without the goldens: sub-block 1 (elements 32..63) uses

@@ -254,8 +254,8 @@ const RoundTripCase kCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTripTest, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<RoundTripCase>& info) {
-                             return std::string(type_name(info.param.type));
+                         [](const ::testing::TestParamInfo<RoundTripCase>& p) {
+                             return std::string(type_name(p.param.type));
                          });
 
 // Degenerate inputs: all zeros stay exactly zero, and constant, spiky and tiny blocks give
