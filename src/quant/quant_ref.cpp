@@ -99,12 +99,48 @@ void pack_scale_min_k4(const uint8_t* sc, const uint8_t* mn, uint8_t* q) {
 
 // ---- sub-block fitting for the k-quant quantizers ----
 
+// Least-squares (s, b) for x ~ s * q + b given the levels q, with b <= 0 (the format can
+// only subtract an unsigned min). Returns false when the levels do not determine a scale.
+bool solve_scale_offset(const float* x, const int* q, int n, double* s_out, double* b_out) {
+    double sq = 0, sqq = 0, sx = 0, sxq = 0;
+    for (int i = 0; i < n; ++i) {
+        sq += q[i];
+        sqq += static_cast<double>(q[i]) * q[i];
+        sx += x[i];
+        sxq += static_cast<double>(x[i]) * q[i];
+    }
+    const double det = n * sqq - sq * sq;
+    if (det <= 0) return false;
+    double s = (n * sxq - sq * sx) / det;
+    double b = (sqq * sx - sq * sxq) / det;
+    if (b > 0) {
+        b = 0;
+        s = sxq / sqq;
+    }
+    if (!(s > 0)) return false;
+    *s_out = s;
+    *b_out = b;
+    return true;
+}
+
+// Assigns each element its nearest level on the grid s * q + b; returns the squared error.
+double assign_levels(const float* x, int n, int nmax, double s, double b, int* q) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+        q[i] = round_clamp(static_cast<float>((x[i] - b) / s), 0, nmax);
+        const double diff = s * q[i] + b - x[i];
+        err += diff * diff;
+    }
+    return err;
+}
+
 // Fits x[0..n) ~ s * q - m with q in [0, nmax], s >= 0, m >= 0, minimising the squared error.
-// Candidate grids stretch the covering grid [min(x, 0), max(x)] by nmax + t levels for t in
-// [-1, 1]; for each, the elements are assigned to the nearest level and (s, m) re-solved by
-// least squares (m clamped to >= 0 since the format subtracts an unsigned min). Returns the
-// best (s, m); the covering grid itself is always a candidate, so the result is never worse.
+// Candidate grids stretch the covering grid [min(x, 0), max(x)] over nmax + t levels for t in
+// [-1, 1]; from each, a few alternations of least-squares (s, m) and nearest-level assignment
+// descend to a local optimum. The covering grid itself is a candidate, so the result is never
+// worse than it.
 void fit_scale_min(const float* x, int n, int nmax, float* s_out, float* m_out) {
+    JLLM_ASSERT(n <= 32);
     float xmin = 0.0f;
     float xmax = x[0];
     for (int i = 0; i < n; ++i) {
@@ -116,81 +152,77 @@ void fit_scale_min(const float* x, int n, int nmax, float* s_out, float* m_out) 
         *m_out = -xmin;
         return;
     }
-    auto error_of = [&](double s, double b) {
-        double err = 0;
-        for (int i = 0; i < n; ++i) {
-            const int q = round_clamp(static_cast<float>((x[i] - b) / s), 0, nmax);
-            const double diff = s * q + b - x[i];
-            err += diff * diff;
-        }
-        return err;
-    };
-    double best_s = (static_cast<double>(xmax) - xmin) / nmax;
+    int q[32];
+    const double range = static_cast<double>(xmax) - xmin;
+    double best_s = range / nmax;
     double best_b = xmin;
-    double best_err = error_of(best_s, best_b);
+    double best_err = assign_levels(x, n, nmax, best_s, best_b, q);
     for (int step = -10; step <= 10; ++step) {
-        const double inv = (nmax + 0.1 * step) / (static_cast<double>(xmax) - xmin);
-        double sq = 0, sqq = 0, sx = 0, sxq = 0;
-        for (int i = 0; i < n; ++i) {
-            const int q = round_clamp(static_cast<float>(inv * (x[i] - xmin)), 0, nmax);
-            sq += q;
-            sqq += static_cast<double>(q) * q;
-            sx += x[i];
-            sxq += static_cast<double>(x[i]) * q;
-        }
-        const double det = n * sqq - sq * sq;
-        if (det <= 0) continue;
-        double s = (n * sxq - sq * sx) / det;
-        double b = (sqq * sx - sq * sxq) / det;
-        if (b > 0) {  // the format can only subtract a min: refit with b = 0
-            b = 0;
-            s = sxq / sqq;
-        }
-        if (!(s > 0)) continue;
-        const double err = error_of(s, b);
-        if (err < best_err) {
-            best_err = err;
-            best_s = s;
-            best_b = b;
+        double s = range / (nmax + 0.1 * step);
+        double b = xmin;
+        assign_levels(x, n, nmax, s, b, q);
+        for (int iter = 0; iter < 3; ++iter) {
+            if (!solve_scale_offset(x, q, n, &s, &b)) break;
+            const double err = assign_levels(x, n, nmax, s, b, q);
+            if (err < best_err) {
+                best_err = err;
+                best_s = s;
+                best_b = b;
+            }
         }
     }
     *s_out = static_cast<float>(best_s);
     *m_out = static_cast<float>(-best_b);
 }
 
+// Nearest levels q in [-nneg, npos] on the grid s * q; returns the squared error.
+double assign_levels_sym(const float* x, int n, int nneg, int npos, double s, int* q) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+        q[i] = round_clamp(static_cast<float>(x[i] / s), -nneg, npos);
+        const double diff = s * q[i] - x[i];
+        err += diff * diff;
+    }
+    return err;
+}
+
 // Fits x[0..n) ~ s * q with q in [-nneg, npos] (s may be negative), minimising the squared
 // error. Candidates map the largest-magnitude element to -(nneg + t) or to npos + t levels for
-// t in [-1, 1]; for each assignment the scale is re-solved by least squares.
+// t in [-1, 1]; from each, a few alternations of the least-squares scale and nearest-level
+// assignment descend to a local optimum. The max-abs grid is a candidate (t = 0).
 float fit_scale_sym(const float* x, int n, int nneg, int npos) {
+    JLLM_ASSERT(n <= 32);
     float xm = 0.0f;
     for (int i = 0; i < n; ++i) {
         if (std::fabs(x[i]) > std::fabs(xm)) xm = x[i];
     }
     if (xm == 0.0f) return 0.0f;
+    int q[32];
     double best_s = -static_cast<double>(xm) / nneg;  // the max-abs grid
-    double best_err = 1e300;
+    double best_err = assign_levels_sym(x, n, nneg, npos, best_s, q);
     for (int side = 0; side < 2; ++side) {
         for (int step = -10; step <= 10; ++step) {
             const double levels = (side == 0 ? -(nneg + 0.1 * step) : (npos + 0.1 * step));
             if (std::fabs(levels) < 0.5) continue;
-            const double s0 = xm / levels;
-            double sxq = 0, sqq = 0;
-            for (int i = 0; i < n; ++i) {
-                const int q = round_clamp(static_cast<float>(x[i] / s0), -nneg, npos);
-                sxq += static_cast<double>(x[i]) * q;
-                sqq += static_cast<double>(q) * q;
-            }
-            if (sqq <= 0) continue;
-            const double s = sxq / sqq;
-            double err = 0;
-            for (int i = 0; i < n; ++i) {
-                const int q = round_clamp(static_cast<float>(x[i] / s0), -nneg, npos);
-                const double diff = s * q - x[i];
-                err += diff * diff;
-            }
+            double s = xm / levels;
+            double err = assign_levels_sym(x, n, nneg, npos, s, q);
             if (err < best_err) {
                 best_err = err;
                 best_s = s;
+            }
+            for (int iter = 0; iter < 3; ++iter) {
+                double sxq = 0, sqq = 0;
+                for (int i = 0; i < n; ++i) {
+                    sxq += static_cast<double>(x[i]) * q[i];
+                    sqq += static_cast<double>(q[i]) * q[i];
+                }
+                if (sqq <= 0) break;
+                s = sxq / sqq;
+                err = assign_levels_sym(x, n, nneg, npos, s, q);
+                if (err < best_err) {
+                    best_err = err;
+                    best_s = s;
+                }
             }
         }
     }

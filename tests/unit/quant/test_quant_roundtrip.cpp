@@ -244,12 +244,12 @@ TEST_P(RoundTripTest, NormalDataWithinBounds) {
 // RMS-error ceilings relative to rms(x): measured values (N(0,1) and N(0,0.02), seeded) plus
 // about 3%, so a quantizer that gets worse fails. Measured: F16 0.00021, BF16 0.00166,
 // Q4_0 0.0865, Q4_1 0.0784, Q5_0 0.0426, Q5_1 0.0380, Q8_0 0.00538, Q8_1 0.00536,
-// Q2_K 0.2620, Q3_K 0.1437, Q4_K 0.0701, Q5_K 0.0347, Q6_K 0.0169, Q8_K 0.00699.
+// Q2_K 0.2601, Q3_K 0.1438, Q4_K 0.0697, Q5_K 0.0346, Q6_K 0.0169, Q8_K 0.00699.
 const RoundTripCase kCases[] = {
     {GgmlType::F16, 0.00025}, {GgmlType::BF16, 0.0018}, {GgmlType::Q4_0, 0.089},
     {GgmlType::Q4_1, 0.081},  {GgmlType::Q5_0, 0.044},  {GgmlType::Q5_1, 0.039},
-    {GgmlType::Q8_0, 0.0056}, {GgmlType::Q8_1, 0.0056}, {GgmlType::Q2_K, 0.27},
-    {GgmlType::Q3_K, 0.148},  {GgmlType::Q4_K, 0.072},  {GgmlType::Q5_K, 0.0357},
+    {GgmlType::Q8_0, 0.0056}, {GgmlType::Q8_1, 0.0056}, {GgmlType::Q2_K, 0.268},
+    {GgmlType::Q3_K, 0.148},  {GgmlType::Q4_K, 0.0718},  {GgmlType::Q5_K, 0.0357},
     {GgmlType::Q6_K, 0.0174}, {GgmlType::Q8_K, 0.0072},
 };
 
