@@ -37,7 +37,8 @@ const Tokenizer& vocab_tokenizer(const std::string& name) {
 }
 
 std::string converted_gguf_path(const std::string& name) {
-    const std::string dir = shared_dir() + "/testdata/tokenizers/" + name;
+    const std::string dir = name == "tiny_bpe" ? data_dir() + "/tokenizer/tiny_bpe"
+                                               : shared_dir() + "/testdata/tokenizers/" + name;
     const std::string out_dir = std::string(JLLM_BINARY_DIR) + "/test_tokenizer_data";
     ::mkdir(out_dir.c_str(), 0755);
     const std::string out = out_dir + "/" + name + ".gguf";
@@ -86,6 +87,14 @@ std::vector<VocabCase> read_vocab_cases(const std::string& inp_path, const std::
     }
     if (k != cases.size()) cases.clear();  // the test reports the mismatch as 0 cases
     return cases;
+}
+
+std::string hex_to_bytes(const std::string& hex) {
+    std::string out;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+        out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    }
+    return out;
 }
 
 std::string ids_to_string(const std::vector<int32_t>& ids) {
