@@ -35,7 +35,7 @@ std::string shape_str(int64_t cols, int64_t rows) {
 
 enum class Kind { Matrix, Vector };
 
-WeightTensor bind(const GgufFile& f, const std::string& name, Kind kind, int64_t cols, int64_t rows,
+WeightTensor bind_tensor(const GgufFile& f, const std::string& name, Kind kind, int64_t cols, int64_t rows,
                   bool required) {
     WeightTensor w;
     w.name = name;
@@ -73,35 +73,35 @@ WeightTensor bind(const GgufFile& f, const std::string& name, Kind kind, int64_t
 ModelWeights bind_model_weights(const GgufFile& f, const ModelConfig& c) {
     ModelWeights m;
     const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
-    m.token_embd = bind(f, "token_embd.weight", Kind::Matrix, E, V, true);
-    m.output_norm = bind(f, "output_norm.weight", Kind::Vector, E, 1, true);
-    m.output = bind(f, "output.weight", Kind::Matrix, E, V, false);
+    m.token_embd = bind_tensor(f, "token_embd.weight", Kind::Matrix, E, V, true);
+    m.output_norm = bind_tensor(f, "output_norm.weight", Kind::Vector, E, 1, true);
+    m.output = bind_tensor(f, "output.weight", Kind::Matrix, E, V, false);
     if (!m.output.present()) {
         if (!c.recipe->output_may_be_tied) throw JllmError("model: missing tensor 'output.weight'");
         m.output = m.token_embd;
         m.tied_output = true;
     }
-    m.rope_freqs = bind(f, "rope_freqs.weight", Kind::Vector, c.n_rot / 2, 1, false);
+    m.rope_freqs = bind_tensor(f, "rope_freqs.weight", Kind::Vector, c.n_rot / 2, 1, false);
     m.total_bytes = m.token_embd.nbytes + m.output_norm.nbytes + (m.tied_output ? 0 : m.output.nbytes) +
                     m.rope_freqs.nbytes;
     m.layers.resize(static_cast<size_t>(c.n_layer));
     for (int64_t il = 0; il < c.n_layer; ++il) {
         const std::string p = strfmt("blk.%" PRId64 ".", il);
         LayerWeights& L = m.layers[static_cast<size_t>(il)];
-        L.attn_norm = bind(f, p + "attn_norm.weight", Kind::Vector, E, 1, true);
-        L.wq = bind(f, p + "attn_q.weight", Kind::Matrix, E, Q, true);
-        L.wk = bind(f, p + "attn_k.weight", Kind::Matrix, E, KV, true);
-        L.wv = bind(f, p + "attn_v.weight", Kind::Matrix, E, KV, true);
-        L.wo = bind(f, p + "attn_output.weight", Kind::Matrix, Q, E, true);
-        L.bq = bind(f, p + "attn_q.bias", Kind::Vector, Q, 1, c.recipe->qkv_bias);
-        L.bk = bind(f, p + "attn_k.bias", Kind::Vector, KV, 1, c.recipe->qkv_bias);
-        L.bv = bind(f, p + "attn_v.bias", Kind::Vector, KV, 1, c.recipe->qkv_bias);
-        L.q_norm = bind(f, p + "attn_q_norm.weight", Kind::Vector, c.head_dim, 1, c.recipe->qk_norm);
-        L.k_norm = bind(f, p + "attn_k_norm.weight", Kind::Vector, c.head_dim, 1, c.recipe->qk_norm);
-        L.ffn_norm = bind(f, p + "ffn_norm.weight", Kind::Vector, E, 1, true);
-        L.w_gate = bind(f, p + "ffn_gate.weight", Kind::Matrix, E, F, true);
-        L.w_up = bind(f, p + "ffn_up.weight", Kind::Matrix, E, F, true);
-        L.w_down = bind(f, p + "ffn_down.weight", Kind::Matrix, F, E, true);
+        L.attn_norm = bind_tensor(f, p + "attn_norm.weight", Kind::Vector, E, 1, true);
+        L.wq = bind_tensor(f, p + "attn_q.weight", Kind::Matrix, E, Q, true);
+        L.wk = bind_tensor(f, p + "attn_k.weight", Kind::Matrix, E, KV, true);
+        L.wv = bind_tensor(f, p + "attn_v.weight", Kind::Matrix, E, KV, true);
+        L.wo = bind_tensor(f, p + "attn_output.weight", Kind::Matrix, Q, E, true);
+        L.bq = bind_tensor(f, p + "attn_q.bias", Kind::Vector, Q, 1, c.recipe->qkv_bias);
+        L.bk = bind_tensor(f, p + "attn_k.bias", Kind::Vector, KV, 1, c.recipe->qkv_bias);
+        L.bv = bind_tensor(f, p + "attn_v.bias", Kind::Vector, KV, 1, c.recipe->qkv_bias);
+        L.q_norm = bind_tensor(f, p + "attn_q_norm.weight", Kind::Vector, c.head_dim, 1, c.recipe->qk_norm);
+        L.k_norm = bind_tensor(f, p + "attn_k_norm.weight", Kind::Vector, c.head_dim, 1, c.recipe->qk_norm);
+        L.ffn_norm = bind_tensor(f, p + "ffn_norm.weight", Kind::Vector, E, 1, true);
+        L.w_gate = bind_tensor(f, p + "ffn_gate.weight", Kind::Matrix, E, F, true);
+        L.w_up = bind_tensor(f, p + "ffn_up.weight", Kind::Matrix, E, F, true);
+        L.w_down = bind_tensor(f, p + "ffn_down.weight", Kind::Matrix, F, E, true);
         for (const WeightTensor* w : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
                                       &L.k_norm, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
             m.total_bytes += w->nbytes;
