@@ -612,6 +612,40 @@ void GgufWriter::set_array_u32(const std::string& k, const std::vector<uint32_t>
 void GgufWriter::set_array_f32(const std::string& k, const std::vector<float>& v) {
     set_raw(k, GgufType::ARRAY, array_payload(GgufType::FLOAT32, v));
 }
+void GgufWriter::copy_kv(const GgufKV& kv) {
+    const GgufValue& v = kv.value;
+    std::vector<uint8_t> p;
+    auto put_scalar = [&](GgufType t, const GgufValue& x) {
+        switch (t) {
+            case GgufType::UINT8: put<uint8_t>(p, static_cast<uint8_t>(x.u)); break;
+            case GgufType::INT8: put<int8_t>(p, static_cast<int8_t>(x.i)); break;
+            case GgufType::UINT16: put<uint16_t>(p, static_cast<uint16_t>(x.u)); break;
+            case GgufType::INT16: put<int16_t>(p, static_cast<int16_t>(x.i)); break;
+            case GgufType::UINT32: put<uint32_t>(p, static_cast<uint32_t>(x.u)); break;
+            case GgufType::INT32: put<int32_t>(p, static_cast<int32_t>(x.i)); break;
+            case GgufType::UINT64: put<uint64_t>(p, x.u); break;
+            case GgufType::INT64: put<int64_t>(p, x.i); break;
+            case GgufType::FLOAT32: put<float>(p, static_cast<float>(x.f)); break;
+            case GgufType::FLOAT64: put<double>(p, x.f); break;
+            case GgufType::BOOL: put<uint8_t>(p, static_cast<uint8_t>(x.u)); break;
+            case GgufType::STRING: put_string(p, std::string(x.str)); break;
+            default: break;
+        }
+    };
+    if (v.type == GgufType::ARRAY) {
+        put<uint32_t>(p, static_cast<uint32_t>(v.arr.elem_type));
+        put<uint64_t>(p, v.arr.count);
+        if (v.arr.elem_type == GgufType::STRING) {
+            for (std::string_view s : v.arr.strings) put_string(p, std::string(s));
+        } else {
+            put_bytes(p, v.arr.data, static_cast<size_t>(v.arr.count * scalar_size(v.arr.elem_type)));
+        }
+    } else {
+        put_scalar(v.type, v);
+    }
+    set_raw(kv.key, v.type, std::move(p));
+}
+
 void GgufWriter::set_alignment(uint32_t alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
         throw JllmError(strfmt("gguf writer: alignment %u is not a power of two", alignment));

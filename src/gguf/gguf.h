@@ -155,6 +155,8 @@ public:
     void set_array_i32(const std::string& key, const std::vector<int32_t>& v);
     void set_array_u32(const std::string& key, const std::vector<uint32_t>& v);
     void set_array_f32(const std::string& key, const std::vector<float>& v);
+    // Copies a metadata entry read from another file, any type, unchanged.
+    void copy_kv(const GgufKV& kv);
     // Sets general.alignment and uses it for the data section (power of two).
     void set_alignment(uint32_t alignment);
 

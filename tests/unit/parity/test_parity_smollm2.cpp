@@ -1,0 +1,295 @@
+// tests/unit/parity/test_parity_smollm2.cpp — the CPU engine against an independent
+// implementation on a real model: teacher-forced logits vs llama.cpp goldens
+// (scripts/golden/gen_logit_goldens.py), INT8-vs-FP16 KV perplexity, and a greedy chat answer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/fp16.h"
+#include "gguf/gguf.h"
+#include "quant/quant_types.h"
+#include "engine/chat_template.h"
+#include "jllm_engine.h"
+#include "test_paths.h"
+
+using namespace jllm;
+
+// The Q4_1 comparison bound; see the test below for why it is not yet 2%.
+#ifndef JLLM_PARITY_Q41_BOUND
+#define JLLM_PARITY_Q41_BOUND 0.02
+#endif
+
+namespace {
+
+struct GoldenPos {
+    float lse, mean, std;
+    std::vector<int32_t> top_ids;
+    std::vector<float> top_logits;
+    std::vector<float> sample_logits;
+};
+struct GoldenPrompt {
+    std::vector<int32_t> tokens;
+    std::vector<GoldenPos> pos;
+};
+struct Golden {
+    uint32_t n_vocab = 0;
+    std::vector<int32_t> sample_ids;
+    std::vector<GoldenPrompt> prompts;
+};
+
+template <typename T>
+void rd(std::ifstream& f, T* p, size_t n) {
+    f.read(reinterpret_cast<char*>(p), static_cast<std::streamsize>(n * sizeof(T)));
+    if (!f) throw std::runtime_error("golden file truncated");
+}
+
+Golden load_golden(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open " + path);
+    char magic[8];
+    rd(f, magic, 8);
+    if (std::memcmp(magic, "JLLMLGT1", 8) != 0) throw std::runtime_error("bad golden magic");
+    uint32_t hdr[4];
+    rd(f, hdr, 4);
+    Golden g;
+    g.n_vocab = hdr[0];
+    const uint32_t n_prompts = hdr[1], n_sample = hdr[2], n_top = hdr[3];
+    g.sample_ids.resize(n_sample);
+    rd(f, g.sample_ids.data(), n_sample);
+    for (uint32_t p = 0; p < n_prompts; ++p) {
+        GoldenPrompt gp;
+        uint32_t n;
+        rd(f, &n, 1);
+        gp.tokens.resize(n);
+        rd(f, gp.tokens.data(), n);
+        for (uint32_t i = 0; i < n; ++i) {
+            GoldenPos pos;
+            float s[3];
+            rd(f, s, 3);
+            pos.lse = s[0];
+            pos.mean = s[1];
+            pos.std = s[2];
+            pos.top_ids.resize(n_top);
+            pos.top_logits.resize(n_top);
+            rd(f, pos.top_ids.data(), n_top);
+            rd(f, pos.top_logits.data(), n_top);
+            std::vector<uint16_t> h(n_sample);
+            rd(f, h.data(), n_sample);
+            pos.sample_logits.resize(n_sample);
+            for (uint32_t k = 0; k < n_sample; ++k) pos.sample_logits[k] = fp16_to_f32(h[k]);
+            gp.pos.push_back(std::move(pos));
+        }
+        g.prompts.push_back(std::move(gp));
+    }
+    return g;
+}
+
+std::string model_or_skip() {
+    const std::string path = test::smollm2_path();
+    if (!test::file_exists(path)) {
+        if (std::getenv("JLLM_REQUIRE_MODELS")) throw std::runtime_error("model missing: " + path);
+        return "";
+    }
+    return path;
+}
+
+
+// SmolLM2 with every tensor dequantized to F32 (written with our reader, dequantizers and
+// writer): the forward pass without quantized-activation noise on either side.
+std::string make_f32_copy(const std::string& model) {
+    const std::string out = std::string(JLLM_BINARY_DIR) + "/smollm2_f32.gguf";
+    if (test::file_exists(out)) return out;
+    auto src = GgufFile::open(model);
+    GgufWriter w;
+    for (const GgufKV& kv : src->kvs()) w.copy_kv(kv);
+    w.set_u32("general.file_type", 0);
+    for (const GgufTensorInfo& t : src->tensors()) {
+        std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+        const GgufTensorInfo* tp = &t;
+        w.add_tensor_lazy(t.name, GgmlType::F32, ne, [tp](uint8_t* dst) {
+            type_traits(tp->type).to_float(tp->data, reinterpret_cast<float*>(dst), tp->n_elements());
+        });
+    }
+    w.write_file(out);
+    return out;
+}
+
+struct ParityResult {
+    double rel = 0, rel_centred = 0, kl = 0;
+    size_t n_pos = 0, n_checked = 0, n_agree = 0;
+};
+
+ParityResult run_parity(const std::string& model, const std::string& golden_path, const char* label);
+
+}  // namespace
+
+// Q4_1 weights, quantized activations on both sides. Gate: relative RMS <= 2% and top-1
+// agreement under the margin rule. Measured noise floor for reference: llama.cpp's own
+// flash-attention on vs off differs by 3.4% on this model, and llama.cpp Q4_1 vs the exact
+// F32 copy by 2.9% (activation quantization), so this comparison sits near that floor.
+TEST(ParitySmolLM2, TeacherForcedLogitsMatchLlamaCpp) {
+    const std::string model = model_or_skip();
+    if (model.empty()) GTEST_SKIP() << "SmolLM2 not downloaded (scripts/fetch_model.sh)";
+    const ParityResult r = run_parity(model, test::data_dir() + "/parity/smollm2_logits.bin", "SmolLM2 Q4_1");
+    EXPECT_GE(r.n_pos, 8u * 256u);
+    EXPECT_LE(r.rel, JLLM_PARITY_Q41_BOUND);
+    EXPECT_GE(static_cast<double>(r.n_agree), 0.995 * r.n_checked);
+}
+
+// The same model dequantized to F32: no activation quantization anywhere, so the two
+// implementations must agree to float rounding.
+TEST(ParitySmolLM2, TeacherForcedLogitsMatchLlamaCppF32Weights) {
+    const std::string model = model_or_skip();
+    if (model.empty()) GTEST_SKIP() << "SmolLM2 not downloaded (scripts/fetch_model.sh)";
+    const std::string f32 = make_f32_copy(model);
+    const ParityResult r = run_parity(f32, test::data_dir() + "/parity/smollm2_f32_logits.bin", "SmolLM2 F32");
+    EXPECT_GE(r.n_pos, 8u * 256u);
+    EXPECT_LE(r.rel, 0.002);
+    EXPECT_EQ(r.n_agree, r.n_checked);
+}
+
+namespace {
+ParityResult run_parity(const std::string& model, const std::string& golden_path, const char* label) {
+    ParityResult out;
+    const Golden g = load_golden(golden_path);
+    Engine e;
+    EngineConfig cfg;
+    cfg.model_path = model;
+    cfg.device = DeviceKind::Cpu;
+    cfg.kv_type = KvType::Fp16;  // the reference runs an FP16 KV cache
+    cfg.n_ctx = 1280;
+    Status st = e.load(cfg);
+    EXPECT_TRUE(st.ok) << st.message;
+    if (!st.ok) return out;
+    EXPECT_EQ(static_cast<uint32_t>(e.model_info().n_vocab), g.n_vocab);
+    const size_t V = g.n_vocab;
+
+    double se = 0, sr = 0, sr_c = 0;  // squared error, squared ref, squared centred ref
+    double kl_sum = 0;
+    size_t n_pos = 0, n_checked = 0, n_agree = 0, n_all_agree = 0;
+    double mass_min = 1.0;
+    for (size_t p = 0; p < g.prompts.size(); ++p) {
+        const GoldenPrompt& gp = g.prompts[p];
+        std::vector<float> logits;
+        st = e.eval_all_logits(gp.tokens, logits);
+        EXPECT_TRUE(st.ok) << st.message;
+        if (!st.ok) return out;
+        for (size_t i = 0; i < gp.pos.size(); ++i) {
+            const GoldenPos& ref = gp.pos[i];
+            const float* ours = logits.data() + i * V;
+            auto acc = [&](int32_t id, float r) {
+                const double d = static_cast<double>(ours[id]) - r;
+                se += d * d;
+                sr += static_cast<double>(r) * r;
+                sr_c += (static_cast<double>(r) - ref.mean) * (static_cast<double>(r) - ref.mean);
+            };
+            for (size_t k = 0; k < g.sample_ids.size(); ++k) acc(g.sample_ids[k], ref.sample_logits[k]);
+            for (size_t k = 0; k < ref.top_ids.size(); ++k) acc(ref.top_ids[k], ref.top_logits[k]);
+            // our log-sum-exp over the whole row
+            float mx = ours[0];
+            for (size_t v = 1; v < V; ++v) mx = std::max(mx, ours[v]);
+            double s = 0;
+            for (size_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(ours[v] - mx));
+            const double lse = mx + std::log(s);
+            double mass = 0;
+            for (size_t k = 0; k < ref.top_ids.size(); ++k) {
+                const double lp_ref = ref.top_logits[k] - ref.lse;
+                const double lp_our = ours[ref.top_ids[k]] - lse;
+                kl_sum += std::exp(lp_ref) * (lp_ref - lp_our);
+                mass += std::exp(lp_ref);
+            }
+            mass_min = std::min(mass_min, mass);
+            size_t argmax = 0;
+            for (size_t v = 1; v < V; ++v) if (ours[v] > ours[argmax]) argmax = v;
+            const bool agree = static_cast<int32_t>(argmax) == ref.top_ids[0];
+            n_all_agree += agree;
+            if (ref.top_logits[0] - ref.top_logits[1] > 0.1f * ref.std) {
+                n_checked++;
+                n_agree += agree;
+            }
+            n_pos++;
+        }
+    }
+    const double rel = std::sqrt(se / sr), rel_c = std::sqrt(se / sr_c);
+    std::printf("[parity] %s, FP16 KV, %zu positions in %zu prompts\n", label, n_pos, g.prompts.size());
+    std::printf("[parity] relative RMS error %.4f%% (vs centred reference %.4f%%)\n", rel * 100, rel_c * 100);
+    std::printf("[parity] top-1 agreement %zu/%zu under the margin rule, %zu/%zu overall\n", n_agree, n_checked,
+                n_all_agree, n_pos);
+    std::printf("[parity] mean KL(ref||ours) over the reference top-%zu %.3g nats (min covered mass %.3f)\n",
+                g.prompts[0].pos[0].top_ids.size(), kl_sum / n_pos, mass_min);
+    out.rel = rel;
+    out.rel_centred = rel_c;
+    out.kl = kl_sum / n_pos;
+    out.n_pos = n_pos;
+    out.n_checked = n_checked;
+    out.n_agree = n_agree;
+    return out;
+}
+}  // namespace
+
+TEST(ParitySmolLM2, Int8KvPerplexityWithinOnePercentOfFp16) {
+    const std::string model = model_or_skip();
+    if (model.empty()) GTEST_SKIP() << "SmolLM2 not downloaded (scripts/fetch_model.sh)";
+    const std::string text = test::read_file(test::data_dir() + "/text/public_domain.txt");
+    auto ppl = [&](KvType kv) {
+        Engine e;
+        EngineConfig cfg;
+        cfg.model_path = model;
+        cfg.device = DeviceKind::Cpu;
+        cfg.kv_type = kv;
+        cfg.n_ctx = 2560;
+        Status st = e.load(cfg);
+        EXPECT_TRUE(st.ok) << st.message;
+        std::vector<int32_t> ids = e.tokenize(text, false, false);
+        ids.resize(std::min<size_t>(ids.size(), 2400));
+        std::vector<float> logits;
+        st = e.eval_all_logits(ids, logits);
+        EXPECT_TRUE(st.ok) << st.message;
+        const size_t V = static_cast<size_t>(e.model_info().n_vocab);
+        double nll = 0;
+        for (size_t i = 0; i + 1 < ids.size(); ++i) {
+            const float* row = logits.data() + i * V;
+            float mx = row[0];
+            for (size_t v = 1; v < V; ++v) mx = std::max(mx, row[v]);
+            double s = 0;
+            for (size_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(row[v] - mx));
+            nll -= row[ids[i + 1]] - mx - std::log(s);
+        }
+        return std::make_pair(std::exp(nll / (ids.size() - 1)), ids.size());
+    };
+    const auto [p16, n16] = ppl(KvType::Fp16);
+    const auto [p8, n8] = ppl(KvType::Int8);
+    ASSERT_GE(n16, 2000u);
+    const double diff = std::fabs(p8 - p16) / p16;
+    std::printf("[parity] perplexity over %zu tokens: FP16 KV %.4f, INT8 KV %.4f (%.3f%% apart)\n", n16, p16, p8,
+                diff * 100);
+    EXPECT_LE(diff, 0.01);
+}
+
+TEST(ParitySmolLM2, GreedyChatAnswersParis) {
+    const std::string model = model_or_skip();
+    if (model.empty()) GTEST_SKIP() << "SmolLM2 not downloaded (scripts/fetch_model.sh)";
+    Engine e;
+    EngineConfig cfg;
+    cfg.model_path = model;
+    cfg.device = DeviceKind::Cpu;
+    cfg.n_ctx = 512;
+    ASSERT_TRUE(e.load(cfg).ok);
+    std::vector<ChatMessage> msgs(1);
+    msgs[0].role = "user";
+    msgs[0].content = "What is the capital of France?";
+    ChatRenderOptions opt;
+    GenerateRequest req;
+    req.prompt = e.render_chat(msgs, opt);
+    req.parse_special = true;
+    req.add_bos = false;
+    req.sampling.temperature = 0.0f;
+    req.max_tokens = 32;
+    GenerateResult r = e.generate(req, nullptr);
+    ASSERT_NE(r.finish, FinishReason::Error) << r.error;
+    std::printf("[parity] answer: %s\n", r.text.c_str());
+    EXPECT_NE(r.text.find("Paris"), std::string::npos) << r.text;
+}
