@@ -140,6 +140,8 @@ TEST(PreTokenizerTable, FamiliesAndFallback) {
         EXPECT_NE(find_pre_tokenizer(name), nullptr) << name;
     }
     EXPECT_EQ(find_pre_tokenizer("no-such-family"), nullptr);
+    EXPECT_STREQ(find_pre_tokenizer("deepseek-r1-qwen")->name, "qwen2");
+    EXPECT_STREQ(find_pre_tokenizer("llama3")->name, "llama-bpe");
     EXPECT_STREQ(default_pre_tokenizer().name, "gpt-2");
     // An unknown name loads (with a warning) and behaves as the default.
     HfImportOptions opt;
