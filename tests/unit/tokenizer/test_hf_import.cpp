@@ -87,6 +87,20 @@ TEST(HfImport, PreOverrideAndWriterRoundTrip) {
     EXPECT_EQ(tok->encode("Hello world", false, false), (std::vector<int32_t>{9707, 1879}));
 }
 
+TEST(HfImport, PaddingToEmbeddingRowsIsTheCallersChoice) {
+    const std::string dir = shared_dir() + "/testdata/tokenizers/qwen3";
+    TokenizerVocab v = hf_load_vocab(dir + "/tokenizer.json", dir + "/tokenizer_config.json");
+    EXPECT_EQ(v.tokens.size(), 151669u);
+    pad_vocab_to(v, 151936);
+    ASSERT_EQ(v.tokens.size(), 151936u);
+    EXPECT_EQ(v.tokens[151935], "[PAD151935]");
+    auto tok = Tokenizer::from_vocab(v);
+    EXPECT_EQ(tok->n_vocab(), 151936);
+    EXPECT_EQ(tok->token_type(151700), TokenType::UNUSED);
+    // Padding tokens are never produced from text.
+    EXPECT_EQ(tok->encode("[PAD151700]", false, true), hf_tokenizer("qwen3").encode("[PAD151700]", false, true));
+}
+
 TEST(HfImport, Errors) {
     EXPECT_THROW(hf_load_vocab("/nonexistent/tokenizer.json", ""), JllmError);
     EXPECT_THROW(hf_load_vocab(tmp_file("bad.json", "{ not json"), ""), JllmError);
