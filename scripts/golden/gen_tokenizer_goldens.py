@@ -8,7 +8,9 @@ Writes tests/data/tokenizer/:
                     "<tok>_special": ids with special tokens parsed (parse_special=true)}
   tiny_bpe/tokenizer.json   a small byte-level BPE trained here, with added tokens that use
                     lstrip / rstrip (neither reference tokenizer has any)
-  bench_prompt.txt  the ~1,000-token prompt of bench/tokenizer
+  bench_prompt.txt  the ~1,000-token prompt of bench/tokenizer (an English assistant prompt)
+  bench_prompt_multilingual.txt  ~1,000 qwen3 tokens of the corpus's valid texts (every script,
+                    emoji, combining marks: the NFC and multi-byte paths)
 
 How the reference sees the input: the bytes are decoded with bytes.decode("utf-8", "replace")
 (each maximal ill-formed subpart becomes one U+FFFD), which is what the C++ encoder does to
@@ -315,12 +317,20 @@ def main():
         refs[name] = Tokenizer.from_file(os.path.join(args.shared, "testdata", "tokenizers", name,
                                                       "tokenizer.json"))
     base = base_texts()
-    cases = base + random_texts(base, 100)
+    multi = ""
+    for name, raw in base:
+        if _is_bad(raw) or name.startswith("sp_") or name.startswith("repeated_"):
+            continue
+        multi += raw.decode("utf-8") + "\n"
+        if len(refs["qwen3"].encode(multi, add_special_tokens=False).ids) >= 1000:
+            break
+    cases = base + random_texts(base, 100) + [("bench_prompt", BENCH_PROMPT.encode()),
+                                              ("bench_prompt_multilingual", multi.encode())]
     names = [n for n, _ in cases]
     assert len(set(names)) == len(names), "duplicate case names"
 
     tiny_path = os.path.join(OUT, "tiny_bpe", "tokenizer.json")
-    corpus_strings = [b.decode("utf-8", "replace") for _, b in cases] + [BENCH_PROMPT] * 3
+    corpus_strings = [b.decode("utf-8", "replace") for _, b in cases[:-2]] + [BENCH_PROMPT] * 3
     tiny = save_tiny_bpe(corpus_strings, tiny_path)
     tiny = Tokenizer.from_file(tiny_path)  # exactly what the C++ side will read
 
@@ -340,6 +350,8 @@ def main():
             f.write(json.dumps(row, ensure_ascii=True) + "\n")
     with open(os.path.join(OUT, "bench_prompt.txt"), "w", encoding="utf-8") as f:
         f.write(BENCH_PROMPT)
+    with open(os.path.join(OUT, "bench_prompt_multilingual.txt"), "w", encoding="utf-8") as f:
+        f.write(multi)
     n_bench = len(refs["qwen3"].encode(BENCH_PROMPT, add_special_tokens=False).ids)
     print(f"{len(cases)} corpus texts + {len(TINY_TEXTS)} tiny-tokenizer texts; "
           f"bench prompt = {n_bench} qwen3 tokens; tokenizers {tokenizers.__version__}",
