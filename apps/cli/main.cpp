@@ -1,13 +1,21 @@
-// apps/cli/main.cpp — `jetson-llm`, the command-line front end. Flags follow DESIGN.md's one
-// flag table; every error is one line on stderr and a non-zero exit.
+// apps/cli/main.cpp — `jetson-llm`, the command-line front end: one prompt, interactive chat,
+// model info, tokenizer tools. Flags follow DESIGN.md's one flag table; every error is one line
+// on stderr and a non-zero exit. Generated text streams to stdout; engine lines go to stderr.
 #include <CLI/CLI.hpp>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/chat_template.h"
 #include "gguf/gguf.h"
+#include "jllm_engine.h"
 #include "jllm_version.h"
 #include "model/model_info.h"
 
@@ -15,14 +23,236 @@ namespace {
 
 struct CliOptions {
     std::string model;
+    std::string prompt;
+    std::string file;
+    int n_predict = 256;
+    int ctx_size = 0;
+    int threads = 0;
+    float temp = 0.7f;
+    int top_k = 40;
+    float top_p = 0.9f;
+    float min_p = 0.0f;
+    float repeat_penalty = 1.1f;
+    int repeat_last_n = 64;
+    int64_t seed = -1;
+    std::vector<std::string> stop;
+    bool interactive = false;
+    bool chat = false;
+    bool raw = false;
+    std::string system;
+    bool think = false;
+    bool no_think = false;
+    std::string chat_template = "auto";
+    std::string kv_type = "int8";
+    bool int8_kv = false;
+    bool fp16_kv = false;
+    std::string device = "auto";
     bool info = false;
+    bool tokenize = false;
+    bool detokenize = false;
+    bool special = false;
+    std::string dump_logits;
     bool verbose = false;
     bool version = false;
 };
 
+std::atomic<jllm::Engine*> g_engine{nullptr};
+std::atomic<bool> g_generating{false};
+std::atomic<int> g_interrupts{0};
+
+void on_sigint(int) {
+    g_interrupts.fetch_add(1);
+    jllm::Engine* e = g_engine.load();
+    if (e && g_generating.load()) {
+        e->cancel();
+        return;
+    }
+    std::_Exit(130);
+}
+
 int run_info(const CliOptions& o) {
     std::unique_ptr<jllm::GgufFile> f = jllm::GgufFile::open(o.model);
     std::fputs(jllm::describe_gguf(*f, o.verbose).c_str(), stdout);
+    return 0;
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw jllm::JllmError("cannot read prompt file '" + path + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+jllm::SamplingParams sampling_from(const CliOptions& o) {
+    jllm::SamplingParams s;
+    s.temperature = o.temp;
+    s.top_k = o.top_k;
+    s.top_p = o.top_p;
+    s.min_p = o.min_p;
+    s.repeat_penalty = o.repeat_penalty;
+    s.repeat_last_n = o.repeat_last_n;
+    if (o.seed >= 0) s.seed = static_cast<uint64_t>(o.seed);
+    return s;
+}
+
+void print_stats(const jllm::GenerateResult& r) {
+    const jllm::GenerateStats& s = r.stats;
+    if (s.reused_tokens > 0) {
+        std::fprintf(stderr, "[engine] Reused: %d of %d prompt tokens from the cache\n", s.reused_tokens,
+                     s.prompt_tokens);
+    }
+    std::fprintf(stderr, "[engine] Prefill: %d tokens in %.1f ms (%.1f tok/s)\n", s.prompt_tokens - s.reused_tokens,
+                 s.prefill_ms, s.prefill_tps);
+    std::fprintf(stderr, "[engine] Decode: %d tokens in %.1f ms (%.1f tok/s)\n", s.completion_tokens, s.decode_ms,
+                 s.decode_tps);
+    std::fprintf(stderr, "[engine] TTFT: %.1f ms\n", s.ttft_ms);
+}
+
+// Streams one generation to stdout; reasoning is shown between <think> markers.
+jllm::GenerateResult stream_generate(jllm::Engine& engine, const jllm::GenerateRequest& req) {
+    jllm::Channel shown = jllm::Channel::Content;
+    g_generating.store(true);
+    jllm::GenerateResult r = engine.generate(req, [&](const jllm::Piece& p) {
+        if (p.channel != shown) {
+            std::fputs(p.channel == jllm::Channel::Reasoning ? "<think>\n" : "\n</think>\n\n", stdout);
+            shown = p.channel;
+        }
+        std::fwrite(p.text.data(), 1, p.text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    g_generating.store(false);
+    if (shown == jllm::Channel::Reasoning) std::fputs("\n</think>\n", stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    return r;
+}
+
+int run_generate(const CliOptions& o) {
+    jllm::EngineConfig cfg;
+    cfg.model_path = o.model;
+    cfg.n_ctx = o.ctx_size;
+    cfg.n_threads = o.threads;
+    cfg.chat_template = o.chat_template;
+    std::string kv = o.kv_type;
+    if (o.int8_kv) kv = "int8";
+    if (o.fp16_kv) kv = "fp16";
+    cfg.kv_type = kv == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
+    cfg.device = o.device == "cpu" ? jllm::DeviceKind::Cpu
+                                   : (o.device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto);
+
+    jllm::Engine engine;
+    jllm::Status st = engine.load(cfg);
+    if (!st.ok) throw jllm::JllmError(st.message);
+    const jllm::ModelInfo mi = engine.model_info();
+    std::fprintf(stderr, "[engine] Model loaded in %.0f ms (%.0f MB/s)\n", mi.load_ms,
+                 mi.load_ms > 0 ? mi.file_bytes / 1e6 / (mi.load_ms / 1000.0) : 0.0);
+    std::fprintf(stderr,
+                 "[engine] Model: %s (%s), %lld layers, %lld heads, %lld KV heads, dim %lld, ctx %lld, KV %s, %s\n",
+                 mi.name.empty() ? "unnamed" : mi.name.c_str(), mi.arch.c_str(), static_cast<long long>(mi.n_layer),
+                 static_cast<long long>(mi.n_head), static_cast<long long>(mi.n_head_kv),
+                 static_cast<long long>(mi.n_embd), static_cast<long long>(mi.n_ctx), mi.kv_type.c_str(),
+                 mi.device.c_str());
+    g_engine.store(&engine);
+
+    if (o.tokenize) {
+        std::string text = o.file.empty() ? o.prompt : read_text_file(o.file);
+        std::vector<int32_t> ids = engine.tokenize(text, o.special, false);
+        for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+        std::printf("\n");
+        return 0;
+    }
+    if (o.detokenize) {
+        std::istringstream in(o.file.empty() ? o.prompt : read_text_file(o.file));
+        std::vector<int32_t> ids;
+        std::string tokstr;
+        while (in >> tokstr) {
+            char* end = nullptr;
+            const long v = std::strtol(tokstr.c_str(), &end, 10);
+            if (*end != '\0' || v < 0 || v >= mi.n_vocab) throw jllm::JllmError("invalid token id '" + tokstr + "'");
+            ids.push_back(static_cast<int32_t>(v));
+        }
+        const std::string text = engine.detokenize(ids);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::printf("\n");
+        return 0;
+    }
+
+    const bool use_chat = !o.raw;
+    jllm::GenerateRequest base;
+    base.sampling = sampling_from(o);
+    base.stop = o.stop;
+    base.max_tokens = o.n_predict;
+    base.split_thinking = true;
+
+    std::vector<jllm::ChatMessage> history;
+    if (!o.system.empty()) history.push_back(jllm::ChatMessage{"system", o.system, "", {}, "", ""});
+    jllm::ChatRenderOptions ropt;
+    ropt.enable_thinking = o.think && !o.no_think;
+
+    auto make_request = [&](const std::string& user_text) {
+        jllm::GenerateRequest req = base;
+        if (use_chat) {
+            history.push_back(jllm::ChatMessage{"user", user_text, "", {}, "", ""});
+            req.prompt = engine.render_chat(history, ropt);
+            req.parse_special = true;
+            req.add_bos = false;  // the template places BOS itself where the model wants it
+        } else {
+            req.prompt = user_text;
+            req.parse_special = o.special;
+        }
+        return req;
+    };
+
+    if (!o.interactive) {
+        std::string text = o.file.empty() ? o.prompt : read_text_file(o.file);
+        if (text.empty()) throw jllm::JllmError("no prompt given (use -p TEXT, -f FILE or -i)");
+        jllm::GenerateRequest req = make_request(text);
+        if (!o.dump_logits.empty()) {
+            std::vector<int32_t> ids = engine.tokenize(req.prompt, req.parse_special, req.add_bos);
+            std::vector<float> logits;
+            jllm::Status s = engine.eval_all_logits(ids, logits);
+            if (!s.ok) throw jllm::JllmError(s.message);
+            std::ofstream out(o.dump_logits, std::ios::binary);
+            const size_t V = static_cast<size_t>(mi.n_vocab);
+            out.write(reinterpret_cast<const char*>(logits.data() + (ids.size() - 1) * V),
+                      static_cast<std::streamsize>(V * sizeof(float)));
+            if (!out) throw jllm::JllmError("cannot write '" + o.dump_logits + "'");
+            std::fprintf(stderr, "[engine] Wrote %zu logits of the last prompt position to %s\n", V,
+                         o.dump_logits.c_str());
+            if (o.n_predict == 0) return 0;
+        }
+        jllm::GenerateResult r = stream_generate(engine, req);
+        print_stats(r);
+        if (r.finish == jllm::FinishReason::Error) throw jllm::JllmError(r.error);
+        return 0;
+    }
+
+    // Interactive: the whole conversation is kept; each turn prefills only the new tokens.
+    std::fprintf(stderr, "[engine] Interactive mode: type a message; 'quit', 'exit' or Ctrl-D leave, "
+                         "Ctrl-C stops a reply.\n");
+    std::string line;
+    for (;;) {
+        std::fputs("> ", stdout);
+        std::fflush(stdout);
+        if (!std::getline(std::cin, line)) break;
+        if (line == "quit" || line == "exit") break;
+        if (line.empty()) continue;
+        jllm::GenerateRequest req = make_request(line);
+        jllm::GenerateResult r = stream_generate(engine, req);
+        print_stats(r);
+        if (r.finish == jllm::FinishReason::Error) {
+            std::fprintf(stderr, "jetson-llm: error: %s\n", r.error.c_str());
+            history.pop_back();
+            continue;
+        }
+        if (use_chat) {
+            jllm::ChatMessage a{"assistant", r.text, r.reasoning, {}, "", ""};
+            history.push_back(a);
+        }
+        std::fprintf(stderr, "[%d tokens, %.1f tok/s]\n", r.stats.completion_tokens, r.stats.decode_tps);
+    }
     return 0;
 }
 
@@ -32,7 +262,46 @@ int main(int argc, char** argv) {
     CliOptions o;
     CLI::App app{"jetson-llm — LLM inference for the Jetson Orin Nano (GGUF models)", "jetson-llm"};
     app.add_option("-m,--model", o.model, "GGUF model file");
+    app.add_option("-p,--prompt", o.prompt, "Prompt text (chat template applied unless --raw)");
+    app.add_option("-f,--file", o.file, "Read the prompt from a file");
+    app.add_option("-n,--n-predict", o.n_predict, "Tokens to generate (-1: until the context is full)")
+        ->capture_default_str();
+    app.add_option("-c,--ctx-size", o.ctx_size, "Context length (0: the model's, capped at 4096)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+    app.add_option("-t,--threads", o.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+    app.add_option("--temp", o.temp, "Temperature (0: greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
+    app.add_option("--top-k", o.top_k, "Top-k (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 24));
+    app.add_option("--top-p", o.top_p, "Top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    app.add_option("--min-p", o.min_p, "Min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    app.add_option("--repeat-penalty", o.repeat_penalty, "Repetition penalty (1: off)")
+        ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+    app.add_option("--repeat-last-n", o.repeat_last_n, "Penalty window (0: off, -1: whole context)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
+    app.add_option("--seed", o.seed, "Random seed (-1: random)")->check(CLI::Range(int64_t{-1}, INT64_MAX));
+    app.add_option("--stop", o.stop, "Stop string (repeatable); never printed");
+    app.add_flag("-i,--interactive", o.interactive, "Interactive chat; the conversation is kept");
+    auto* chat = app.add_flag("--chat", o.chat, "Apply the model's chat template (default)");
+    auto* raw = app.add_flag("--raw", o.raw, "Send the prompt as-is (no chat template)");
+    chat->excludes(raw);
+    app.add_option("--system", o.system, "System message");
+    auto* think = app.add_flag("--think", o.think, "Let the model think (Qwen3); reasoning shown in <think>");
+    auto* nothink = app.add_flag("--no-think", o.no_think, "No thinking (default)");
+    think->excludes(nothink);
+    app.add_option("--chat-template", o.chat_template, "Chat template")
+        ->check(CLI::IsMember({"auto", "chatml", "qwen3", "llama3"}))->capture_default_str();
+    app.add_option("--kv-type", o.kv_type, "KV cache type")->check(CLI::IsMember({"int8", "fp16"}))
+        ->capture_default_str();
+    auto* i8 = app.add_flag("--int8-kv", o.int8_kv, "Same as --kv-type int8");
+    auto* f16 = app.add_flag("--fp16-kv", o.fp16_kv, "Same as --kv-type fp16");
+    i8->excludes(f16);
+    app.add_option("--device", o.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->capture_default_str();
     app.add_flag("--info", o.info, "Print the model's architecture, hyper-parameters, tokenizer and tensors");
+    auto* tk = app.add_flag("--tokenize", o.tokenize, "Print the token ids of the prompt");
+    auto* dtk = app.add_flag("--detokenize", o.detokenize, "Print the text of the ids given with -p or -f");
+    tk->excludes(dtk);
+    app.add_flag("--special", o.special, "Parse special tokens (<|...|>) in the prompt text");
+    app.add_option("--dump-logits", o.dump_logits, "Write the last prompt position's logits (f32 LE) to PATH");
     app.add_flag("-v,--verbose", o.verbose, "More output (--info: every metadata key and tensor)");
     app.add_flag("--version", o.version, "Print the version and exit");
 
@@ -51,17 +320,14 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (o.verbose) jllm::set_log_level(jllm::LogLevel::Debug);
+    std::signal(SIGINT, on_sigint);
     try {
         if (o.model.empty()) {
             std::fprintf(stderr, "jetson-llm: error: no model given (use -m FILE; see --help)\n");
             return 2;
         }
         if (o.info) return run_info(o);
-        std::fprintf(stderr, "jetson-llm: error: nothing to do (use --info; see --help)\n");
-        return 2;
-    } catch (const jllm::JllmError& e) {
-        std::fprintf(stderr, "jetson-llm: error: %s\n", e.what());
-        return 1;
+        return run_generate(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "jetson-llm: error: %s\n", e.what());
         return 1;

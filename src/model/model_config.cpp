@@ -110,12 +110,13 @@ ModelConfig load_model_config(const GgufFile& f) {
         throw JllmError("model: rope scaling 'yarn' is not supported");
     }
 
-    if (f.has(p + "vocab_size")) {
+    // The logits have as many rows as the embedding (Qwen pads it past the tokenizer's size).
+    if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight"); emb && emb->n_dims == 2) {
+        c.n_vocab = emb->ne[1];
+    } else if (f.has(p + "vocab_size")) {
         c.n_vocab = require_int(f, p + "vocab_size", 1, 1 << 24);
     } else if (const GgufArray* toks = f.get_array("tokenizer.ggml.tokens")) {
         c.n_vocab = static_cast<int64_t>(toks->count);
-    } else if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight")) {
-        c.n_vocab = emb->ne[1];
     } else {
         throw JllmError("model: cannot determine the vocabulary size");
     }

@@ -1,0 +1,158 @@
+// include/jllm_engine.h — the Engine API (DESIGN.md "Contracts"): what the CLI, the server and an
+// embedding home assistant call. One generate() runs at a time per Engine; cancel() and the
+// read-only queries are safe from any thread. Errors never escape as exceptions: load() returns
+// a Status, generate() a result whose finish reason is `error` with a message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jllm {
+
+enum class DeviceKind { Auto, Cpu, Cuda };
+enum class KvType { Int8, Fp16 };
+enum class WeightPlacement { Auto, Copy, Mapped };
+
+struct EngineConfig {
+    std::string model_path;
+    DeviceKind device = DeviceKind::Auto;
+    int n_ctx = 0;                 // 0: the largest that fits, capped by the model and 4096
+    KvType kv_type = KvType::Int8;
+    int n_threads = 0;             // 0: all cores
+    WeightPlacement weights = WeightPlacement::Auto;
+    int mem_margin_mb = 256;       // safety margin kept free
+    int max_memory_mb = 0;         // hard cap, 0 = none
+    std::string sysfs_root = "/";  // root for /proc and /sys reads (tests use fixture trees)
+    std::string chat_template = "auto";  // auto|chatml|qwen3|llama3
+};
+
+struct Status {
+    bool ok = true;
+    std::string message;
+    static Status success() { return {}; }
+    static Status error(std::string m) { return Status{false, std::move(m)}; }
+};
+
+struct SamplingParams {
+    float temperature = 0.7f;     // <= 0: greedy
+    int top_k = 40;               // <= 0: off
+    float top_p = 0.9f;           // >= 1: off
+    float min_p = 0.0f;           // <= 0: off
+    float repeat_penalty = 1.1f;  // 1: off (llama.cpp semantics: divide positive, multiply negative)
+    int repeat_last_n = 64;       // window for all three penalties; 0 off, -1 whole context
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    uint64_t seed = 0xFFFFFFFFFFFFFFFFull;  // all ones: random
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of each id
+};
+
+enum class Channel { Content, Reasoning };
+
+struct TokenLogprob {
+    int32_t token = -1;
+    float logprob = 0.0f;
+    std::string piece;
+};
+
+// One streamed piece: whole UTF-8 characters only.
+struct Piece {
+    std::string text;
+    Channel channel = Channel::Content;
+    int32_t token = -1;               // the token that completed this text (-1 if none)
+    float logprob = 0.0f;             // of that token, when requested
+    std::vector<TokenLogprob> top;    // top-n alternatives, when requested
+};
+
+// Return false to stop generation (finish reason `cancelled`).
+using PieceCallback = std::function<bool(const Piece&)>;
+
+struct GenerateRequest {
+    std::string prompt;                  // used when prompt_tokens is empty
+    std::vector<int32_t> prompt_tokens;  // pre-tokenized prompt (takes precedence)
+    bool parse_special = false;          // parse <|...|> in `prompt` (rendered templates: true)
+    bool add_bos = true;                 // add BOS if the model's tokenizer asks for it
+    SamplingParams sampling;
+    std::vector<std::string> stop;       // stop strings: matched across tokens, never emitted
+    int max_tokens = 256;                // < 0: until the context is full
+    bool split_thinking = true;          // <think>...</think> goes to the reasoning channel
+    bool thinking_open = false;          // the prompt already opened <think> (output starts in reasoning)
+    int n_logprobs = -1;                 // < 0: none; 0: the chosen token's; n: plus top n
+};
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerateStats {
+    int prompt_tokens = 0;
+    int reused_tokens = 0;       // prompt tokens reused from the resident prefix (not prefilled)
+    int completion_tokens = 0;
+    int reasoning_tokens = 0;
+    double prefill_ms = 0, prefill_tps = 0;
+    double decode_ms = 0, decode_tps = 0;
+    double ttft_ms = 0;          // request start to first generated token
+    int64_t peak_memory_bytes = 0;
+    float peak_temperature_c = -1.0f;  // < 0: unknown
+    int oom_events = 0;
+    int thermal_events = 0;
+};
+
+struct GenerateResult {
+    FinishReason finish = FinishReason::Stop;
+    std::string error;       // when finish == Error
+    std::string text;        // content channel
+    std::string reasoning;   // reasoning channel
+    GenerateStats stats;
+};
+
+struct ModelInfo {
+    std::string path, arch, name, backend, device;
+    int64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_vocab = 0;
+    int64_t n_ctx = 0, n_ctx_train = 0;
+    uint64_t file_bytes = 0, weight_bytes = 0, kv_bytes = 0;
+    std::string kv_type;
+    double load_ms = 0;
+};
+
+struct ChatMessage;
+struct ChatRenderOptions;
+
+class Engine {
+public:
+    Engine();
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    Status load(const EngineConfig& config);
+    void unload();
+    bool loaded() const;
+
+    // Tokenizer access (model must be loaded; throws nothing: empty on error).
+    std::vector<int32_t> tokenize(const std::string& text, bool parse_special, bool add_bos = false) const;
+    std::string detokenize(const std::vector<int32_t>& ids) const;
+
+    // Renders a conversation with the model's chat template (or the configured override).
+    std::string render_chat(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
+
+    GenerateResult generate(const GenerateRequest& request, const PieceCallback& on_piece);
+
+    // Teacher-forced evaluation: logits [n_tokens, n_vocab] for every position of `tokens`,
+    // starting from an empty context (tests, perplexity, --dump-logits).
+    Status eval_all_logits(const std::vector<int32_t>& tokens, std::vector<float>& logits);
+
+    void cancel();                  // any thread: the running generate stops soon (`cancelled`)
+    ModelInfo model_info() const;   // any thread
+    const std::vector<int32_t>& resident_tokens() const;  // the cached sequence (prefix reuse)
+    void clear_cache();             // forget the resident sequence
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace jllm

@@ -1,0 +1,407 @@
+// backend/cpu/cpu_backend.cpp — the CPU forward pass for every architecture recipe (llama,
+// qwen2, qwen3), batched prefill and single-token decode, INT8 or FP16 KV cache.
+//
+// Per layer: h = rmsnorm(x) * attn_norm; q,k,v = h W{q,k,v} (+ bias); [qwen3: per-head rmsnorm
+// of q and k]; RoPE on q and k; k,v stored at their positions; causal grouped-query attention;
+// x += attn W_o; h = rmsnorm(x) * ffn_norm; x += (silu(h W_gate) * (h W_up)) W_down.
+// Then rmsnorm(x) * output_norm and the logits of the requested rows.
+//
+// KV cache (the canonical layout, so snapshots are plain copies): per layer
+//   k, v: [n_ctx][n_head_kv][head_dim] int8 (or fp16)
+//   k_scale, v_scale: [n_ctx][n_head_kv] fp16 (INT8 only): x = q * scale, symmetric, per
+//   position and head, quantized after RoPE.
+// All buffers are allocated in allocate(); forward() allocates nothing.
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/rope.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "quant/quant_types.h"
+
+namespace jllm {
+
+namespace {
+
+MatmulWeight as_matmul(const WeightTensor& w) {
+    MatmulWeight m;
+    m.data = w.data;
+    m.type = w.type;
+    m.n_in = w.cols;
+    m.n_out = w.rows;
+    return m;
+}
+
+void rmsnorm_row(const float* x, const float* w, float* y, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+// Symmetric int8 with one fp16 scale: q = round(x / d), d = amax / 127 rounded to fp16.
+void quantize_kv_int8(const float* x, int64_t n, int8_t* q, Half* scale) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const Half d16 = to_half(amax / 127.0f);
+    const float d = to_f32(d16);
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = std::nearbyint(x[i] * id);
+        q[i] = static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, v)));
+    }
+    *scale = d16;
+}
+
+struct LayerKv {
+    std::vector<uint8_t> k, v;   // [n_ctx][n_head_kv][head_dim] int8 or fp16
+    std::vector<Half> k_scale, v_scale;  // [n_ctx][n_head_kv] (INT8 only)
+};
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(const ModelConfig& c, int n_threads) : c_(c), pool_(n_threads) {}
+
+    const char* name() const override { return "cpu"; }
+    std::string device_description() const override {
+        return strfmt("CPU, %d threads", pool_.n_threads());
+    }
+
+    void bind_weights(const ModelWeights& weights, WeightPlacement) override {
+        w_ = &weights;
+        inv_freq_ = rope_inv_freq(c_, weights.rope_freqs.present()
+                                          ? reinterpret_cast<const float*>(weights.rope_freqs.data)
+                                          : nullptr);
+    }
+
+    void allocate(int n_ctx, int n_batch, KvType kv_type) override {
+        JLLM_ASSERT(w_ != nullptr);
+        n_ctx_ = n_ctx;
+        n_batch_ = std::max(1, n_batch);
+        kv_type_ = kv_type;
+        const size_t per_pos = static_cast<size_t>(c_.kv_dim());
+        const size_t elt = kv_type == KvType::Int8 ? 1 : 2;
+        kv_.assign(static_cast<size_t>(c_.n_layer), LayerKv{});
+        for (LayerKv& l : kv_) {
+            l.k.assign(static_cast<size_t>(n_ctx) * per_pos * elt, 0);
+            l.v.assign(static_cast<size_t>(n_ctx) * per_pos * elt, 0);
+            if (kv_type == KvType::Int8) {
+                l.k_scale.assign(static_cast<size_t>(n_ctx) * c_.n_head_kv, Half{0});
+                l.v_scale.assign(static_cast<size_t>(n_ctx) * c_.n_head_kv, Half{0});
+            }
+        }
+        const size_t B = static_cast<size_t>(n_batch_);
+        x_.assign(B * c_.n_embd, 0.0f);
+        h_.assign(B * c_.n_embd, 0.0f);
+        q_.assign(B * c_.q_dim(), 0.0f);
+        k_.assign(B * c_.kv_dim(), 0.0f);
+        v_.assign(B * c_.kv_dim(), 0.0f);
+        att_.assign(B * c_.q_dim(), 0.0f);
+        g_.assign(B * c_.n_ff, 0.0f);
+        u_.assign(B * c_.n_ff, 0.0f);
+        scores_.assign(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_ctx), 0.0f);
+        size_t mm = 0;
+        auto need = [&](const WeightTensor& w, int64_t rows) {
+            mm = std::max(mm, matmul_scratch_size(w.type, w.cols, rows));
+        };
+        for (const LayerWeights& L : w_->layers) {
+            for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need(*w, n_batch_);
+        }
+        need(w_->output, n_batch_);
+        mm_scratch_.assign(mm + 64, 0);
+        scratch_bytes_ = static_cast<int64_t>((x_.size() + h_.size() + q_.size() + k_.size() + v_.size() +
+                                               att_.size() + g_.size() + u_.size() + scores_.size()) * sizeof(float) +
+                                              mm_scratch_.size());
+    }
+
+    void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
+
+    void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
+
+    void read_kv(int pos0, int n_pos, KvBlob& out) const override;
+    void write_kv(int pos0, const KvBlob& in) override;
+
+    BackendMemory memory() const override {
+        BackendMemory m;
+        m.unified = true;
+        m.weights_bytes = 0;  // read in place from the mapped file
+        m.kv_bytes = kv_bytes_for(c_, n_ctx_, kv_type_);
+        m.scratch_bytes = scratch_bytes_;
+        return m;
+    }
+
+    void set_tap(ActivationTap tap, void* ctx) {
+        tap_ = tap;
+        tap_ctx_ = ctx;
+    }
+
+private:
+    void tap(const char* name, int il, const float* data, int64_t n_tokens, int64_t width) {
+        if (!tap_) return;
+        char buf[64];
+        if (il >= 0) std::snprintf(buf, sizeof buf, "l%d.%s", il, name);
+        else std::snprintf(buf, sizeof buf, "%s", name);
+        tap_(tap_ctx_, buf, data, n_tokens, width);
+    }
+    void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
+        matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64);
+    }
+    static void* align64(uint8_t* p) {
+        return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
+    }
+    void attention(int il, int n_tokens, int pos0);
+    void store_kv(int il, int n_tokens, int pos0);
+
+    ModelConfig c_;
+    const ModelWeights* w_ = nullptr;
+    ThreadPool pool_;
+    std::vector<float> inv_freq_;
+    int n_ctx_ = 0, n_batch_ = 1;
+    KvType kv_type_ = KvType::Int8;
+    std::vector<LayerKv> kv_;
+    // activations, [n_batch][width]
+    std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;
+    std::vector<float> scores_;  // [n_threads][n_ctx]
+    std::vector<uint8_t> mm_scratch_;
+    int64_t scratch_bytes_ = 0;
+    ActivationTap tap_ = nullptr;
+    void* tap_ctx_ = nullptr;
+};
+
+void CpuBackend::store_kv(int il, int n_tokens, int pos0) {
+    LayerKv& l = kv_[static_cast<size_t>(il)];
+    const int64_t hd = c_.head_dim, nkv = c_.n_head_kv, kvd = c_.kv_dim();
+    for (int t = 0; t < n_tokens; ++t) {
+        const int64_t pos = pos0 + t;
+        for (int64_t h = 0; h < nkv; ++h) {
+            const float* ks = k_.data() + t * kvd + h * hd;
+            const float* vs = v_.data() + t * kvd + h * hd;
+            const size_t off = static_cast<size_t>(pos * kvd + h * hd);
+            if (kv_type_ == KvType::Int8) {
+                const size_t so = static_cast<size_t>(pos * nkv + h);
+                quantize_kv_int8(ks, hd, reinterpret_cast<int8_t*>(l.k.data()) + off, &l.k_scale[so]);
+                quantize_kv_int8(vs, hd, reinterpret_cast<int8_t*>(l.v.data()) + off, &l.v_scale[so]);
+            } else {
+                Half* kd = reinterpret_cast<Half*>(l.k.data()) + off;
+                Half* vd = reinterpret_cast<Half*>(l.v.data()) + off;
+                for (int64_t d = 0; d < hd; ++d) {
+                    kd[d] = to_half(ks[d]);
+                    vd[d] = to_half(vs[d]);
+                }
+            }
+        }
+    }
+}
+
+void CpuBackend::attention(int il, int n_tokens, int pos0) {
+    const LayerKv& l = kv_[static_cast<size_t>(il)];
+    const int64_t hd = c_.head_dim, nh = c_.n_head, nkv = c_.n_head_kv, kvd = c_.kv_dim();
+    const int64_t group = nh / nkv;
+    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hd));
+    const bool int8 = kv_type_ == KvType::Int8;
+    pool_.parallel_for(static_cast<int64_t>(n_tokens) * nh, [&](int64_t b, int64_t e, int tid) {
+        float* sc = scores_.data() + static_cast<size_t>(tid) * static_cast<size_t>(n_ctx_);
+        for (int64_t task = b; task < e; ++task) {
+            const int64_t t = task / nh, h = task % nh, hk = h / group;
+            const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
+            const float* q = q_.data() + t * c_.q_dim() + h * hd;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const size_t off = static_cast<size_t>(j * kvd + hk * hd);
+                float s = 0.0f;
+                if (int8) {
+                    const int8_t* kq = reinterpret_cast<const int8_t*>(l.k.data()) + off;
+                    for (int64_t d = 0; d < hd; ++d) s += q[d] * static_cast<float>(kq[d]);
+                    s *= to_f32(l.k_scale[static_cast<size_t>(j * nkv + hk)]);
+                } else {
+                    const Half* kh = reinterpret_cast<const Half*>(l.k.data()) + off;
+                    for (int64_t d = 0; d < hd; ++d) s += q[d] * to_f32(kh[d]);
+                }
+                s *= inv_sqrt;
+                sc[j] = s;
+                mx = std::max(mx, s);
+            }
+            float sum = 0.0f;
+            for (int64_t j = 0; j < n_kv; ++j) {
+                sc[j] = std::exp(sc[j] - mx);
+                sum += sc[j];
+            }
+            const float inv_sum = 1.0f / sum;
+            float* out = att_.data() + t * c_.q_dim() + h * hd;
+            std::fill(out, out + hd, 0.0f);
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const size_t off = static_cast<size_t>(j * kvd + hk * hd);
+                if (int8) {
+                    const float p = sc[j] * inv_sum * to_f32(l.v_scale[static_cast<size_t>(j * nkv + hk)]);
+                    const int8_t* vq = reinterpret_cast<const int8_t*>(l.v.data()) + off;
+                    for (int64_t d = 0; d < hd; ++d) out[d] += p * static_cast<float>(vq[d]);
+                } else {
+                    const float p = sc[j] * inv_sum;
+                    const Half* vh = reinterpret_cast<const Half*>(l.v.data()) + off;
+                    for (int64_t d = 0; d < hd; ++d) out[d] += p * to_f32(vh[d]);
+                }
+            }
+        }
+    });
+}
+
+void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
+    JLLM_ASSERT(w_ != nullptr && n_tokens >= 1 && n_tokens <= n_batch_);
+    JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
+    const int64_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.n_ff, hd = c_.head_dim;
+    const WeightTensor& emb = w_->token_embd;
+    const ToFloatFn emb_to_float = type_traits(emb.type).to_float;
+    for (int t = 0; t < n_tokens; ++t) {
+        const int32_t id = tokens[t];
+        JLLM_ASSERT(id >= 0 && id < emb.rows);
+        emb_to_float(emb.data + static_cast<size_t>(id) * emb.row_bytes, x_.data() + t * E, E);
+    }
+    tap("embd", -1, x_.data(), n_tokens, E);
+
+    for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) {
+        const LayerWeights& L = w_->layers[static_cast<size_t>(il)];
+        const float* an = reinterpret_cast<const float*>(L.attn_norm.data);
+        for (int t = 0; t < n_tokens; ++t) rmsnorm_row(x_.data() + t * E, an, h_.data() + t * E, E, c_.rms_eps);
+
+        const MatmulWeight qkv[3] = {as_matmul(L.wq), as_matmul(L.wk), as_matmul(L.wv)};
+        float* const ys[3] = {q_.data(), k_.data(), v_.data()};
+        matmul_multi_cpu(pool_, qkv, 3, h_.data(), n_tokens, ys, align64(mm_scratch_.data()),
+                         mm_scratch_.size() - 64);
+        if (L.bq.present()) {
+            const float* bq = reinterpret_cast<const float*>(L.bq.data);
+            const float* bk = reinterpret_cast<const float*>(L.bk.data);
+            const float* bv = reinterpret_cast<const float*>(L.bv.data);
+            for (int t = 0; t < n_tokens; ++t) {
+                for (int64_t i = 0; i < Q; ++i) q_[t * Q + i] += bq[i];
+                for (int64_t i = 0; i < KV; ++i) k_[t * KV + i] += bk[i];
+                for (int64_t i = 0; i < KV; ++i) v_[t * KV + i] += bv[i];
+            }
+        }
+        if (L.q_norm.present()) {
+            const float* qn = reinterpret_cast<const float*>(L.q_norm.data);
+            const float* kn = reinterpret_cast<const float*>(L.k_norm.data);
+            for (int t = 0; t < n_tokens; ++t) {
+                for (int64_t h = 0; h < c_.n_head; ++h) {
+                    float* p = q_.data() + t * Q + h * hd;
+                    rmsnorm_row(p, qn, p, hd, c_.rms_eps);
+                }
+                for (int64_t h = 0; h < c_.n_head_kv; ++h) {
+                    float* p = k_.data() + t * KV + h * hd;
+                    rmsnorm_row(p, kn, p, hd, c_.rms_eps);
+                }
+            }
+        }
+        for (int t = 0; t < n_tokens; ++t) {
+            for (int64_t h = 0; h < c_.n_head; ++h) {
+                rope_apply_ref(q_.data() + t * Q + h * hd, c_.n_rot, c_.recipe->rope_style, inv_freq_.data(), pos0 + t);
+            }
+            for (int64_t h = 0; h < c_.n_head_kv; ++h) {
+                rope_apply_ref(k_.data() + t * KV + h * hd, c_.n_rot, c_.recipe->rope_style, inv_freq_.data(), pos0 + t);
+            }
+        }
+        tap("q", il, q_.data(), n_tokens, Q);
+        tap("k", il, k_.data(), n_tokens, KV);
+        tap("v", il, v_.data(), n_tokens, KV);
+        store_kv(il, n_tokens, pos0);
+        attention(il, n_tokens, pos0);
+        tap("attn", il, att_.data(), n_tokens, Q);
+        matmul(L.wo, att_.data(), n_tokens, h_.data());
+        for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];
+        tap("attn_res", il, x_.data(), n_tokens, E);
+
+        const float* fn = reinterpret_cast<const float*>(L.ffn_norm.data);
+        for (int t = 0; t < n_tokens; ++t) rmsnorm_row(x_.data() + t * E, fn, h_.data() + t * E, E, c_.rms_eps);
+        const MatmulWeight gu[2] = {as_matmul(L.w_gate), as_matmul(L.w_up)};
+        float* const gys[2] = {g_.data(), u_.data()};
+        matmul_multi_cpu(pool_, gu, 2, h_.data(), n_tokens, gys, align64(mm_scratch_.data()),
+                         mm_scratch_.size() - 64);
+        for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * F; ++i) {
+            const float g = g_[i];
+            g_[i] = g / (1.0f + std::exp(-g)) * u_[i];
+        }
+        matmul(L.w_down, g_.data(), n_tokens, h_.data());
+        for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];
+        tap("out", il, x_.data(), n_tokens, E);
+    }
+
+    if (mode == LogitsMode::None) return;
+    const float* on = reinterpret_cast<const float*>(w_->output_norm.data);
+    const int first = mode == LogitsMode::Last ? n_tokens - 1 : 0;
+    const int n_out = n_tokens - first;
+    for (int t = 0; t < n_out; ++t) rmsnorm_row(x_.data() + (first + t) * E, on, h_.data() + t * E, E, c_.rms_eps);
+    tap("final_norm", -1, h_.data(), n_out, E);
+    matmul(w_->output, h_.data(), n_out, logits);
+}
+
+void CpuBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
+    JLLM_ASSERT(pos0 >= 0 && n_pos >= 0 && pos0 + n_pos <= n_ctx_);
+    const size_t elt = kv_type_ == KvType::Int8 ? 1 : 2;
+    const size_t row = static_cast<size_t>(c_.kv_dim()) * elt;
+    const size_t srow = static_cast<size_t>(c_.n_head_kv) * sizeof(Half);
+    out.type = kv_type_;
+    out.n_pos = n_pos;
+    out.bytes.clear();
+    auto append = [&](const void* p, size_t n) {
+        const uint8_t* b = static_cast<const uint8_t*>(p);
+        out.bytes.insert(out.bytes.end(), b, b + n);
+    };
+    for (const LayerKv& l : kv_) {
+        append(l.k.data() + pos0 * row, n_pos * row);
+        if (kv_type_ == KvType::Int8) append(l.k_scale.data() + pos0 * c_.n_head_kv, n_pos * srow);
+        append(l.v.data() + pos0 * row, n_pos * row);
+        if (kv_type_ == KvType::Int8) append(l.v_scale.data() + pos0 * c_.n_head_kv, n_pos * srow);
+    }
+}
+
+void CpuBackend::write_kv(int pos0, const KvBlob& in) {
+    if (in.type != kv_type_) throw JllmError("kv: snapshot KV type differs from the cache's");
+    const int n_pos = in.n_pos;
+    if (pos0 < 0 || n_pos < 0 || pos0 + n_pos > n_ctx_) throw JllmError("kv: snapshot does not fit the context");
+    const size_t elt = kv_type_ == KvType::Int8 ? 1 : 2;
+    const size_t row = static_cast<size_t>(c_.kv_dim()) * elt;
+    const size_t srow = static_cast<size_t>(c_.n_head_kv) * sizeof(Half);
+    const size_t per_layer = 2 * n_pos * row + (kv_type_ == KvType::Int8 ? 2 * n_pos * srow : 0);
+    if (in.bytes.size() != per_layer * kv_.size()) throw JllmError("kv: snapshot size does not match the model");
+    const uint8_t* p = in.bytes.data();
+    for (LayerKv& l : kv_) {
+        std::memcpy(l.k.data() + pos0 * row, p, n_pos * row);
+        p += n_pos * row;
+        if (kv_type_ == KvType::Int8) {
+            std::memcpy(l.k_scale.data() + pos0 * c_.n_head_kv, p, n_pos * srow);
+            p += n_pos * srow;
+        }
+        std::memcpy(l.v.data() + pos0 * row, p, n_pos * row);
+        p += n_pos * row;
+        if (kv_type_ == KvType::Int8) {
+            std::memcpy(l.v_scale.data() + pos0 * c_.n_head_kv, p, n_pos * srow);
+            p += n_pos * srow;
+        }
+    }
+}
+
+}  // namespace
+
+int64_t Backend::kv_bytes_for(const ModelConfig& c, int n_ctx, KvType t) {
+    const int64_t per_layer_pos = c.kv_dim() * (t == KvType::Int8 ? 1 : 2) * 2 +
+                                  (t == KvType::Int8 ? c.n_head_kv * 2 * 2 : 0);
+    return per_layer_pos * n_ctx * c.n_layer;
+}
+
+std::unique_ptr<Backend> create_cpu_backend(const ModelConfig& config, int n_threads) {
+    return std::make_unique<CpuBackend>(config, n_threads);
+}
+
+void cpu_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx) {
+    CpuBackend* b = dynamic_cast<CpuBackend*>(&backend);
+    JLLM_ASSERT_MSG(b != nullptr, "not a CPU backend");
+    b->set_tap(tap, ctx);
+}
+
+}  // namespace jllm

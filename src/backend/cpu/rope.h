@@ -1,0 +1,21 @@
+// backend/cpu/rope.h — rotary position embedding: the frequency table (with linear or Llama-3
+// scaling, or per-frequency divisors from rope_freqs.weight) and the rotation of one head,
+// shared by the CPU backend and the CUDA backend's CPU twin.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace jllm {
+
+// inv_freq[i] for i in [0, n_rot/2): the angle of pair i at position p is p * inv_freq[i].
+// `freq_divisors` (rope_freqs.weight, [n_rot/2]) may be null.
+std::vector<float> rope_inv_freq(const ModelConfig& c, const float* freq_divisors);
+
+// Rotates the first n_rot elements of one head vector x [head_dim] at position `pos`.
+// Normal: pairs (2i, 2i+1); NeoX: pairs (i, i + n_rot/2).
+void rope_apply_ref(float* x, int64_t n_rot, RopeStyle style, const float* inv_freq, int64_t pos);
+
+}  // namespace jllm

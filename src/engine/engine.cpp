@@ -1,0 +1,355 @@
+// engine/engine.cpp — the Engine: loads a model, picks a backend, keeps the resident token
+// sequence for prefix reuse, and runs the generate loop (prefill, sample, stream, stop).
+#include "jllm_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <mutex>
+#include <thread>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "engine/chat_template.h"
+#include "engine/sampler.h"
+#include "engine/text_stream.h"
+#include "gguf/gguf.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "tokenizer/streaming_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace jllm {
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length: return "length";
+        case FinishReason::Cancelled: return "cancelled";
+        case FinishReason::Error: return "error";
+    }
+    return "?";
+}
+
+struct Engine::Impl {
+    EngineConfig cfg;
+    std::unique_ptr<GgufFile> file;
+    ModelConfig mc;
+    ModelWeights weights;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<Backend> backend;
+    ChatTemplateKind chat_kind = ChatTemplateKind::ChatML;
+    std::string gguf_template;
+    int n_ctx = 0;
+    int n_batch = 0;
+    std::vector<int32_t> resident;  // tokens whose K/V are in the cache, in order
+    std::vector<float> logits;      // [n_vocab] (or [n_batch, n_vocab] for eval)
+    std::atomic<bool> cancel{false};
+    std::atomic<bool> busy{false};
+    ModelInfo info;
+    mutable std::mutex info_mu;
+
+    void prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits);
+};
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+Engine::~Engine() = default;
+
+bool Engine::loaded() const { return impl_->backend != nullptr; }
+
+void Engine::unload() {
+    Impl& m = *impl_;
+    m.backend.reset();
+    m.tok.reset();
+    m.weights = ModelWeights{};
+    m.file.reset();
+    m.resident.clear();
+    std::lock_guard<std::mutex> lk(m.info_mu);
+    m.info = ModelInfo{};
+}
+
+Status Engine::load(const EngineConfig& config) {
+    unload();
+    Impl& m = *impl_;
+    m.cfg = config;
+    const double t0 = now_ms();
+    try {
+        m.file = GgufFile::open(config.model_path);
+        m.mc = load_model_config(*m.file);
+        m.weights = bind_model_weights(*m.file, m.mc);
+        m.tok = Tokenizer::from_gguf(*m.file);
+        m.gguf_template = std::string(m.file->get_string("tokenizer.chat_template").value_or(""));
+        m.chat_kind = parse_chat_template_name(config.chat_template, m.gguf_template, m.mc.arch);
+
+        if (config.device == DeviceKind::Cuda) {
+            throw JllmError("device 'cuda' requested but this build has no CUDA backend");
+        }
+        const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        const int threads = config.n_threads > 0 ? config.n_threads : hw;
+        m.backend = create_cpu_backend(m.mc, threads);
+
+        int n_ctx = config.n_ctx;
+        const int64_t cap = std::min<int64_t>(m.mc.n_ctx_train, 4096);
+        if (n_ctx <= 0) n_ctx = static_cast<int>(cap);
+        if (n_ctx > m.mc.n_ctx_train) {
+            throw JllmError(strfmt("context %d exceeds the model's trained context %" PRId64, n_ctx, m.mc.n_ctx_train));
+        }
+        if (n_ctx < 8) throw JllmError(strfmt("context %d is too small (minimum 8)", n_ctx));
+        m.n_ctx = n_ctx;
+        m.n_batch = std::min(n_ctx, 512);
+        m.backend->bind_weights(m.weights, config.weights);
+        m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
+        m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
+    } catch (const std::exception& e) {
+        unload();
+        return Status::error(e.what());
+    }
+    ModelInfo info;
+    info.path = config.model_path;
+    info.arch = m.mc.arch;
+    info.name = m.mc.name;
+    info.backend = m.backend->name();
+    info.device = m.backend->device_description();
+    info.n_layer = m.mc.n_layer;
+    info.n_embd = m.mc.n_embd;
+    info.n_ff = m.mc.n_ff;
+    info.n_head = m.mc.n_head;
+    info.n_head_kv = m.mc.n_head_kv;
+    info.head_dim = m.mc.head_dim;
+    info.n_vocab = m.mc.n_vocab;
+    info.n_ctx = m.n_ctx;
+    info.n_ctx_train = m.mc.n_ctx_train;
+    info.file_bytes = m.file->file_size();
+    info.weight_bytes = m.weights.total_bytes;
+    info.kv_bytes = static_cast<uint64_t>(Backend::kv_bytes_for(m.mc, m.n_ctx, config.kv_type));
+    info.kv_type = config.kv_type == KvType::Int8 ? "int8" : "fp16";
+    info.load_ms = now_ms() - t0;
+    std::lock_guard<std::mutex> lk(m.info_mu);
+    m.info = info;
+    return Status::success();
+}
+
+std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_special, bool add_bos) const {
+    if (!impl_->tok) return {};
+    return impl_->tok->encode(text, add_bos && impl_->tok->add_bos(), parse_special);
+}
+
+std::string Engine::detokenize(const std::vector<int32_t>& ids) const {
+    if (!impl_->tok) return {};
+    return impl_->tok->decode(ids);
+}
+
+std::string Engine::render_chat(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
+    const Impl& m = *impl_;
+    ChatRenderOptions opt = options;
+    if (opt.bos_token.empty() && m.tok && m.tok->bos_id() >= 0) opt.bos_token = m.tok->token_text(m.tok->bos_id());
+    return jllm::render_chat(m.chat_kind, messages, opt, m.gguf_template);
+}
+
+ModelInfo Engine::model_info() const {
+    std::lock_guard<std::mutex> lk(impl_->info_mu);
+    return impl_->info;
+}
+
+const std::vector<int32_t>& Engine::resident_tokens() const { return impl_->resident; }
+
+void Engine::clear_cache() { impl_->resident.clear(); }
+
+void Engine::cancel() { impl_->cancel.store(true); }
+
+// Prefills tokens[from..] (the resident prefix [0, from) is already cached) in batches;
+// writes the last token's logits.
+void Engine::Impl::prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits) {
+    resident.resize(from);
+    backend->truncate_kv(static_cast<int>(from));
+    size_t pos = from;
+    while (pos < tokens.size()) {
+        const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(n_batch));
+        const bool last = pos + n == tokens.size();
+        backend->forward(tokens.data() + pos, static_cast<int>(n), static_cast<int>(pos),
+                         last ? LogitsMode::Last : LogitsMode::None, last ? last_logits : nullptr);
+        resident.insert(resident.end(), tokens.begin() + static_cast<long>(pos),
+                        tokens.begin() + static_cast<long>(pos + n));
+        pos += n;
+    }
+}
+
+Status Engine::eval_all_logits(const std::vector<int32_t>& tokens, std::vector<float>& out) {
+    Impl& m = *impl_;
+    if (!m.backend) return Status::error("no model loaded");
+    if (tokens.empty() || tokens.size() > static_cast<size_t>(m.n_ctx)) {
+        return Status::error(strfmt("eval needs 1..%d tokens, got %zu", m.n_ctx, tokens.size()));
+    }
+    const size_t V = static_cast<size_t>(m.mc.n_vocab);
+    for (int32_t id : tokens) {
+        if (id < 0 || id >= m.mc.n_vocab) return Status::error(strfmt("token id %d out of range", id));
+    }
+    out.assign(tokens.size() * V, 0.0f);
+    m.resident.clear();
+    m.backend->truncate_kv(0);
+    size_t pos = 0;
+    while (pos < tokens.size()) {
+        const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(m.n_batch));
+        m.backend->forward(tokens.data() + pos, static_cast<int>(n), static_cast<int>(pos), LogitsMode::All,
+                           out.data() + pos * V);
+        m.resident.insert(m.resident.end(), tokens.begin() + static_cast<long>(pos),
+                          tokens.begin() + static_cast<long>(pos + n));
+        pos += n;
+    }
+    return Status::success();
+}
+
+GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback& on_piece) {
+    Impl& m = *impl_;
+    GenerateResult res;
+    if (!m.backend) {
+        res.finish = FinishReason::Error;
+        res.error = "no model loaded";
+        return res;
+    }
+    bool expected = false;
+    if (!m.busy.compare_exchange_strong(expected, true)) {
+        res.finish = FinishReason::Error;
+        res.error = "a generation is already running on this engine";
+        return res;
+    }
+    struct BusyGuard {
+        std::atomic<bool>& b;
+        ~BusyGuard() { b.store(false); }
+    } guard{m.busy};
+    m.cancel.store(false);
+    const double t_start = now_ms();
+    GenerateStats& st = res.stats;
+    try {
+        std::vector<int32_t> prompt = req.prompt_tokens;
+        if (prompt.empty()) prompt = m.tok->encode(req.prompt, req.add_bos && m.tok->add_bos(), req.parse_special);
+        if (prompt.empty()) throw JllmError("the prompt is empty");
+        for (int32_t id : prompt) {
+            if (id < 0 || id >= m.mc.n_vocab) throw JllmError(strfmt("prompt token id %d is out of range", id));
+        }
+        if (prompt.size() >= static_cast<size_t>(m.n_ctx)) {
+            throw JllmError(strfmt("the prompt has %zu tokens; the context holds %d (prompt + at least one generated token)",
+                                   prompt.size(), m.n_ctx));
+        }
+        st.prompt_tokens = static_cast<int>(prompt.size());
+
+        // Prefix reuse: keep the longest common prefix with the resident sequence, but always
+        // prefill at least one token so there are fresh logits.
+        size_t common = 0;
+        while (common < m.resident.size() && common < prompt.size() && m.resident[common] == prompt[common]) common++;
+        if (common == prompt.size()) common--;
+        st.reused_tokens = static_cast<int>(common);
+
+        const double t_pf = now_ms();
+        m.prefill(prompt, common, m.logits.data());
+        st.prefill_ms = now_ms() - t_pf;
+        const int n_prefilled = static_cast<int>(prompt.size() - common);
+        st.prefill_tps = st.prefill_ms > 0 ? n_prefilled * 1000.0 / st.prefill_ms : 0;
+
+        Sampler sampler(static_cast<int32_t>(m.mc.n_vocab), req.sampling);
+        StreamingDetokenizer detok(*m.tok);
+        StopMatcher stopper(req.stop);
+        ThinkSplitter splitter(req.split_thinking, req.thinking_open);
+        std::vector<std::pair<Channel, std::string>> parts;
+        std::vector<TokenLogprob> top;
+        const int max_tokens = req.max_tokens < 0 ? m.n_ctx : req.max_tokens;
+
+        auto deliver = [&](int32_t token, float lp) -> bool {
+            for (auto& [ch, text] : parts) {
+                if (text.empty()) continue;
+                (ch == Channel::Reasoning ? res.reasoning : res.text) += text;
+                if (on_piece) {
+                    Piece p;
+                    p.text = std::move(text);
+                    p.channel = ch;
+                    p.token = token;
+                    p.logprob = lp;
+                    if (req.n_logprobs > 0) {
+                        p.top = top;
+                        for (TokenLogprob& t : p.top) t.piece = m.tok->token_to_piece(t.token);
+                    }
+                    if (!on_piece(p)) return false;
+                }
+            }
+            parts.clear();
+            return true;
+        };
+
+        res.finish = FinishReason::Length;
+        const double t_dec = now_ms();
+        int generated = 0;
+        bool first = true;
+        while (true) {
+            if (generated >= max_tokens) {
+                res.finish = FinishReason::Length;
+                break;
+            }
+            if (m.cancel.load()) {
+                res.finish = FinishReason::Cancelled;
+                break;
+            }
+            float lp = 0.0f;
+            std::vector<float>& lg = m.logits;
+            const int32_t raw_top_n = req.n_logprobs;
+            std::vector<float> raw;
+            if (raw_top_n >= 0) lp = 0.0f;  // computed below on the unmodified logits
+            if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
+            const int32_t id = sampler.sample(lg.data(), m.resident);
+            if (raw_top_n >= 0) lp = token_logprob(raw.data(), static_cast<int32_t>(m.mc.n_vocab), id, raw_top_n, &top);
+            if (first) {
+                st.ttft_ms = now_ms() - t_start;
+                first = false;
+            }
+            generated++;
+            if (m.tok->is_eog(id)) {
+                res.finish = FinishReason::Stop;
+                break;
+            }
+            // Text of this token: control tokens have none in the output stream.
+            std::string text = m.tok->is_control(id) ? std::string() : detok.push(id);
+            bool stopped = false;
+            const std::string safe = stopper.push(text, &stopped);
+            const Channel before = splitter.channel();
+            splitter.push(safe, parts);
+            if (splitter.channel() == Channel::Reasoning || before == Channel::Reasoning) st.reasoning_tokens++;
+            if (!deliver(id, lp)) {
+                res.finish = FinishReason::Cancelled;
+                break;
+            }
+            if (stopped) {
+                res.finish = FinishReason::Stop;
+                // the stop token is part of the sequence but its text is not emitted
+                break;
+            }
+            if (m.resident.size() >= static_cast<size_t>(m.n_ctx)) {
+                res.finish = FinishReason::Length;
+                break;
+            }
+            const int32_t pos = static_cast<int32_t>(m.resident.size());
+            m.backend->forward(&id, 1, pos, LogitsMode::Last, m.logits.data());
+            m.resident.push_back(id);
+        }
+        st.completion_tokens = generated;
+        st.decode_ms = now_ms() - t_dec;
+        // decode rate counts the forward passes after the first token
+        st.decode_tps = (generated > 1 && st.decode_ms > 0) ? (generated - 1) * 1000.0 / st.decode_ms : 0;
+        if (res.finish != FinishReason::Stop || true) {
+            bool dummy = false;
+            std::string tail = detok.flush();
+            std::string safe = stopper.push(tail, &dummy);
+            if (!dummy) safe += stopper.flush();
+            splitter.push(safe, parts);
+            splitter.flush(parts);
+            deliver(-1, 0.0f);
+        }
+    } catch (const std::exception& e) {
+        res.finish = FinishReason::Error;
+        res.error = e.what();
+    }
+    return res;
+}
+
+}  // namespace jllm

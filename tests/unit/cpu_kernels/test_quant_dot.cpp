@@ -1,0 +1,187 @@
+// tests/unit/cpu_kernels/test_quant_dot.cpp — the CPU dot products on every SIMD level this
+// machine runs, against (1) the float reference (quant_ref dequantization, double dot with the
+// unquantized activations) within the activation-quantization error bound, and (2) the scalar
+// kernel on the same quantized activations, tightly. Plus the activation quantizers.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/quant_dot.h"
+#include "kernel_test_util.h"
+
+namespace jllm {
+namespace {
+
+using test::abs_dot;
+using test::dequantize;
+using test::dot_f64;
+using test::quant_error_bound;
+using test::random_activations;
+using test::random_weight_row;
+
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                           GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,  GgmlType::BF16,
+                           GgmlType::F32};
+const SimdLevel kLevels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon};
+
+struct Case {
+    GgmlType type;
+    SimdLevel level;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+    return std::string(type_name(info.param.type)) + "_" + simd_level_name(info.param.level);
+}
+
+std::vector<Case> all_cases() {
+    std::vector<Case> v;
+    for (SimdLevel l : kLevels)
+        for (GgmlType t : kTypes) v.push_back({t, l});
+    return v;
+}
+
+class QuantDot : public testing::TestWithParam<Case> {};
+
+// Odd block counts: 1, 3, 7, 13 super-blocks (x 8 for the 32-blocks), so no SIMD unroll can
+// hide a remainder bug.
+const int64_t kSuperBlocks[] = {1, 3, 7, 13};
+
+TEST_P(QuantDot, MatchesFloatReferenceAndScalar) {
+    const Case c = GetParam();
+    if (!simd_level_supported(c.level)) GTEST_SKIP() << simd_level_name(c.level) << " not supported here";
+    const QuantDotKernel* k = quant_dot_kernel(c.type, c.level);
+    const QuantDotKernel* ks = quant_dot_kernel(c.type, SimdLevel::Scalar);
+    ASSERT_NE(k, nullptr);
+    ASSERT_NE(ks, nullptr);
+    ASSERT_EQ(k->act_type, ks->act_type);
+    std::mt19937 rng(1234 + static_cast<int>(c.type));
+    for (int64_t sb : kSuperBlocks) {
+        for (int64_t variant = 0; variant < 2; variant++) {
+            const int64_t n = sb * 256 + (variant && type_traits(c.type).block_size == 32 ? 32 * 3 : 0);
+            const std::vector<uint8_t> wq = random_weight_row(c.type, n, rng);
+            const std::vector<float> w = dequantize(c.type, wq.data(), n);
+            // [VEC_DOT_MAX_ACT][n] activations, quantized per row with the scalar quantizer.
+            std::vector<std::vector<float>> xs;
+            for (int t = 0; t < VEC_DOT_MAX_ACT; t++) xs.push_back(random_activations(n, rng));
+            const size_t arow = act_row_size(c.type, n);
+            std::vector<uint8_t> act(arow * VEC_DOT_MAX_ACT);
+            for (int t = 0; t < VEC_DOT_MAX_ACT; t++) {
+                if (ks->quantize_act) {
+                    ks->quantize_act(xs[t].data(), act.data() + t * arow, n);
+                } else {
+                    std::memcpy(act.data() + t * arow, xs[t].data(), arow);
+                }
+            }
+            float got_s[VEC_DOT_MAX_ACT], got[VEC_DOT_MAX_ACT];
+            ks->vec_dot(n, wq.data(), act.data(), arow, VEC_DOT_MAX_ACT, got_s);
+            for (int n_act = 1; n_act <= VEC_DOT_MAX_ACT; n_act++) {
+                k->vec_dot(n, wq.data(), act.data(), arow, n_act, got);
+                for (int t = 0; t < n_act; t++) {
+                    const double ref = dot_f64(w, xs[t].data());
+                    const double bound = quant_error_bound(*k, w, xs[t].data());
+                    EXPECT_NEAR(got[t], ref, bound)
+                        << type_name(c.type) << " n=" << n << " n_act=" << n_act << " t=" << t;
+                    // Same quantized inputs, same integer sums: only float summation order differs.
+                    const double tight = 2e-6 * abs_dot(w, xs[t].data()) + 1e-7;
+                    EXPECT_NEAR(got[t], got_s[t], tight)
+                        << "vs scalar: " << type_name(c.type) << " n=" << n << " n_act=" << n_act << " t=" << t;
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantDot, testing::ValuesIn(all_cases()), case_name);
+
+// A hand-checked case: Q8_0 weights of all ones with d = 1 against activations 0..31.
+TEST(QuantDotExact, Q8_0OnesTimesRamp) {
+    BlockQ8_0 w;
+    w.d = to_half(1.0f);
+    for (int i = 0; i < 32; i++) w.qs[i] = 1;
+    std::vector<float> x(32);
+    for (int i = 0; i < 32; i++) x[i] = static_cast<float>(i) * 127.0f / 31.0f;  // d_a = 1, q = round(i*127/31)
+    for (SimdLevel l : kLevels) {
+        if (!simd_level_supported(l)) continue;
+        const QuantDotKernel* k = quant_dot_kernel(GgmlType::Q8_0, l);
+        BlockQ8_0 a;
+        k->quantize_act(x.data(), &a, 32);
+        int expect = 0;
+        for (int i = 0; i < 32; i++) expect += static_cast<int>(std::nearbyint(i * 127.0 / 31.0));
+        float out = 0.0f;
+        k->vec_dot(32, &w, &a, sizeof(a), 1, &out);
+        EXPECT_FLOAT_EQ(out, static_cast<float>(expect)) << simd_level_name(l);
+    }
+}
+
+// ---- activation quantizers ----
+
+class ActQuant : public testing::TestWithParam<SimdLevel> {};
+
+TEST_P(ActQuant, BitExactWithScalarAndWithinHalfStep) {
+    const SimdLevel level = GetParam();
+    if (!simd_level_supported(level)) GTEST_SKIP();
+    std::mt19937 rng(77);
+    const GgmlType weights_for[] = {GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K};  // Q8_0, Q8_1, Q8_K
+    for (GgmlType wt : weights_for) {
+        const QuantDotKernel* k = quant_dot_kernel(wt, level);
+        const QuantDotKernel* ks = quant_dot_kernel(wt, SimdLevel::Scalar);
+        for (int64_t n : {256, 768, 3328}) {
+            std::vector<float> x = random_activations(n, rng);
+            x[5] = 0.0f;
+            if (n == 768) std::fill(x.begin(), x.begin() + 256, 0.0f);  // all-zero blocks: d = 0
+            const size_t bytes = act_row_size(wt, n);
+            std::vector<uint8_t> a(bytes), as(bytes);
+            k->quantize_act(x.data(), a.data(), n);
+            ks->quantize_act(x.data(), as.data(), n);
+            EXPECT_EQ(0, std::memcmp(a.data(), as.data(), bytes))
+                << type_name(k->act_type) << " " << simd_level_name(level) << " n=" << n;
+            // Dequantized activations are within half a step of the input, plus the fp16
+            // rounding of d (relative 2^-11, times |q| <= 127) for Q8_0 / Q8_1.
+            std::vector<float> y(static_cast<size_t>(n));
+            type_traits(k->act_type).to_float(as.data(), y.data(), n);
+            const int64_t B = k->act_block;
+            for (int64_t b0 = 0; b0 < n; b0 += B) {
+                float amax = 0.0f;
+                for (int64_t i = b0; i < b0 + B; i++) amax = std::max(amax, std::fabs(x[i]));
+                const float d = amax / 127.0f;
+                const float tol = k->act_type == GgmlType::Q8_K ? 0.5f * d * 1.0001f : d * (0.5f + 127.0f / 2048.0f);
+                for (int64_t i = b0; i < b0 + B; i++) {
+                    ASSERT_NEAR(y[i], x[i], tol + 1e-30f) << type_name(k->act_type) << " i=" << i;
+                }
+            }
+            // The side sums agree with the quants.
+            if (k->act_type == GgmlType::Q8_K) {
+                const BlockQ8_K* q = reinterpret_cast<const BlockQ8_K*>(as.data());
+                for (int64_t b = 0; b < n / QK_K; b++)
+                    for (int j = 0; j < 16; j++) {
+                        int s = 0;
+                        for (int i = 0; i < 16; i++) s += q[b].qs[16 * j + i];
+                        ASSERT_EQ(s, q[b].bsums[j]);
+                    }
+            } else if (k->act_type == GgmlType::Q8_1) {
+                const BlockQ8_1* q = reinterpret_cast<const BlockQ8_1*>(as.data());
+                for (int64_t b = 0; b < n / QK8_1; b++) {
+                    int s = 0;
+                    for (int i = 0; i < 32; i++) s += q[b].qs[i];
+                    ASSERT_NEAR(to_f32(q[b].s), to_f32(q[b].d) * s, std::fabs(to_f32(q[b].d) * s) * 1e-3 + 1e-6);
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, ActQuant, testing::ValuesIn(kLevels),
+                         [](const testing::TestParamInfo<SimdLevel>& i) { return simd_level_name(i.param); });
+
+TEST(CpuFeatures, ActiveLevelIsSupported) {
+    EXPECT_TRUE(simd_level_supported(simd_level_active()));
+    EXPECT_TRUE(simd_level_supported(SimdLevel::Scalar));
+    std::printf("active SIMD level: %s\n", simd_level_name(simd_level_active()));
+}
+
+}  // namespace
+}  // namespace jllm
