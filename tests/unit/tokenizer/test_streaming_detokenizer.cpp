@@ -94,6 +94,22 @@ TEST(StreamingDetokenizer, SpmStripsTheLeadingSpaceOnce) {
     EXPECT_EQ(sd.push(15043), "Hello");
 }
 
+TEST(StreamingDetokenizer, AppendingFormMatches) {
+    const Tokenizer& tok = hf_tokenizer("llama3");
+    const auto ids = tok.encode("añb 🦙🦙 日本 \xF0\x9F", false, false);
+    StreamingDetokenizer a(tok), b(tok);
+    std::string one, two;
+    two.reserve(256);
+    for (int32_t id : ids) {
+        one += a.push(id);
+        b.push(id, two);
+    }
+    one += a.flush();
+    two += b.flush();
+    EXPECT_EQ(one, two);
+    EXPECT_EQ(two, "añb 🦙🦙 日本 \xEF\xBF\xBD");
+}
+
 TEST(StreamingDetokenizer, BadIdThrows) {
     const Tokenizer& tok = hf_tokenizer("qwen3");
     StreamingDetokenizer sd(tok);
