@@ -18,9 +18,7 @@ bool cand_after(const BpeScratch::Cand& a, const BpeScratch::Cand& b) {
 
 }  // namespace
 
-void BpeModel::build(const std::vector<std::string>& tokens, const TokenTextMap& map,
-                     const std::vector<std::string>& merges) {
-    (void)tokens;
+void BpeModel::build(const TokenTextMap& map, const std::vector<std::string>& merges) {
     map_ = &map;
     const ByteUnicodeMap& bu = ByteUnicodeMap::get();
     for (int b = 0; b < 256; ++b) byte_ids_[b] = map.find(bu.byte_to_utf8[b]);

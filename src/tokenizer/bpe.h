@@ -31,10 +31,9 @@ struct BpeScratch {
 
 class BpeModel {
 public:
-    // `tokens` and `map` must outlive the model. Merges whose parts or result are not tokens
+    // `map` must outlive the model. Merges whose parts or result are not tokens
     // are skipped (counted in skipped_merges()).
-    void build(const std::vector<std::string>& tokens, const TokenTextMap& map,
-               const std::vector<std::string>& merges);
+    void build(const TokenTextMap& map, const std::vector<std::string>& merges);
     // Appends the ids of one piece (raw bytes). ignore_merges: a piece that is a token is
     // emitted as that token. unk_id is used for bytes missing from the vocabulary (-1: dropped).
     void encode_piece(std::string_view piece, bool ignore_merges, int32_t unk_id,
