@@ -197,6 +197,10 @@ def base_texts():
     add("bidi_controls", "abc\u202edcba\u202c \u2066iso\u2069")
     add("variation_selectors", "☺\ufe0e ☺\ufe0f 葛\U000e0100")
     add("tag_chars", "\U000e0041\U000e0042")
+    # Code points assigned in Unicode 15 / 15.1 (CJK Ext H and I, Kawi, Nag Mundari, new emoji):
+    # where the regex engines' Unicode tables could disagree.
+    add("unicode15", "a\U00031350b \U00031350\U00031351 x\U00011f04\U00011f05 y \U0001e4d0\U0001e4d1"
+        " q\U0002b739 w 1\U0001e4f01 \U0001fae8 \U0001fa77")
     return t
 
 
