@@ -8,6 +8,12 @@ Writes tests/data/tokenizer/:
                     "<tok>_special": ids with special tokens parsed (parse_special=true)}
   tiny_bpe/tokenizer.json   a small byte-level BPE trained here, with added tokens that use
                     lstrip / rstrip (neither reference tokenizer has any)
+  smollm2.jsonl     the same corpus for the `smollm` family, when a SmolLM2 GGUF is at hand
+                    (--smollm2, default models/SmolLM2-135M-Instruct.Q4_1.gguf): no SmolLM2
+                    tokenizer.json is bundled, so the reference is HF `tokenizers` built from the
+                    GGUF's own vocab and merges with SmolLM2's pre-tokenizer (Digits with
+                    individual_digits, then ByteLevel with its regex) and its control tokens as
+                    special added tokens
   bench_prompt.txt  the ~1,000-token prompt of bench/tokenizer (an English assistant prompt)
   bench_prompt_multilingual.txt  ~1,000 qwen3 tokens of the corpus's valid texts (every script,
                     emoji, combining marks: the NFC and multi-byte paths)
@@ -303,6 +309,29 @@ TINY_TEXTS = [
 ]
 
 
+def smollm2_reference(gguf_path):
+    """HF tokenizer from a SmolLM2 GGUF's vocabulary (see the module docstring)."""
+    from gguf import GGUFReader  # pip install gguf; only needed for this optional part
+
+    fields = GGUFReader(gguf_path).fields
+
+    def strings(key):
+        f = fields[key]
+        return [f.contents(i) for i in range(len(f.data))]
+
+    tokens = strings("tokenizer.ggml.tokens")
+    types = [int(x) for x in strings("tokenizer.ggml.token_type")]
+    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types) if ty == 3])  # CONTROL
+    return tok
+
+
 def encode_both(tok, text):
     tok.encode_special_tokens = True
     plain = tok.encode(text, add_special_tokens=False).ids
@@ -314,6 +343,8 @@ def encode_both(tok, text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--smollm2", default=os.path.join(ROOT, "models",
+                                                      "SmolLM2-135M-Instruct.Q4_1.gguf"))
     args = ap.parse_args()
 
     refs = {}
@@ -352,6 +383,15 @@ def main():
                 row[tname] = plain
                 row[tname + "_special"] = special
             f.write(json.dumps(row, ensure_ascii=True) + "\n")
+    if os.path.exists(args.smollm2):
+        smol = smollm2_reference(args.smollm2)
+        with open(os.path.join(OUT, "smollm2.jsonl"), "w", encoding="utf-8") as f:
+            for name, raw in cases:
+                plain, special = encode_both(smol, raw.decode("utf-8", "replace"))
+                f.write(json.dumps({"name": name, "hex": raw.hex(), "smollm2": plain,
+                                    "smollm2_special": special}, ensure_ascii=True) + "\n")
+    else:
+        print(f"note: {args.smollm2} not found; smollm2.jsonl left as it is", file=sys.stderr)
     with open(os.path.join(OUT, "bench_prompt.txt"), "w", encoding="utf-8") as f:
         f.write(BENCH_PROMPT)
     with open(os.path.join(OUT, "bench_prompt_multilingual.txt"), "w", encoding="utf-8") as f:

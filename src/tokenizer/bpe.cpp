@@ -48,8 +48,8 @@ void BpeModel::build(const TokenTextMap& map, const std::vector<std::string>& me
     }
 }
 
-void BpeModel::encode_piece(std::string_view piece, bool ignore_merges, int32_t unk_id,
-                            std::vector<int32_t>& out, BpeScratch& s) const {
+void BpeModel::encode_piece(std::string_view piece, bool ignore_merges, std::vector<int32_t>& out,
+                            BpeScratch& s) const {
     if (piece.empty()) return;
     const ByteUnicodeMap& bu = ByteUnicodeMap::get();
     if (ignore_merges) {
@@ -63,8 +63,7 @@ void BpeModel::encode_piece(std::string_view piece, bool ignore_merges, int32_t 
     }
     s.syms.clear();
     for (char c : piece) {
-        int32_t id = byte_ids_[static_cast<uint8_t>(c)];
-        if (id < 0) id = unk_id;
+        const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
         if (id < 0) continue;
         const int32_t i = static_cast<int32_t>(s.syms.size());
         s.syms.push_back({id, i - 1, i + 1});

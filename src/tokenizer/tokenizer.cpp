@@ -302,7 +302,7 @@ void Tokenizer::encode_text(std::string_view text, bool first, std::vector<int32
     pieces.reserve(text.size() / 3 + 4);
     pre_tok_->split(text, pieces);
     BpeScratch scratch;
-    for (std::string_view p : pieces) bpe_.encode_piece(p, ignore_merges_, vocab_.unk_id, out, scratch);
+    for (std::string_view p : pieces) bpe_.encode_piece(p, ignore_merges_, out, scratch);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
