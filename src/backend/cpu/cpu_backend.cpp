@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/attn_dot.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/rope.h"
 #include "core/error.h"
@@ -107,6 +108,7 @@ public:
         g_.assign(B * c_.n_ff, 0.0f);
         u_.assign(B * c_.n_ff, 0.0f);
         scores_.assign(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_ctx), 0.0f);
+        qh_.assign(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(c_.head_dim), 0.0f);
         size_t mm = 0;
         auto need = [&](const WeightTensor& w, int64_t rows) {
             mm = std::max(mm, matmul_scratch_size(w.type, w.cols, rows));
@@ -169,6 +171,7 @@ private:
     // activations, [n_batch][width]
     std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;
     std::vector<float> scores_;  // [n_threads][n_ctx]
+    std::vector<float> qh_;      // [n_threads][head_dim] fp16-rounded query (FP16 KV)
     std::vector<uint8_t> mm_scratch_;
     int64_t scratch_bytes_ = 0;
     ActivationTap tap_ = nullptr;
@@ -206,23 +209,29 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
     const int64_t group = nh / nkv;
     const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool int8 = kv_type_ == KvType::Int8;
+    const AttnDotKernels& ak = attn_dot_kernels();
     pool_.parallel_for(static_cast<int64_t>(n_tokens) * nh, [&](int64_t b, int64_t e, int tid) {
         float* sc = scores_.data() + static_cast<size_t>(tid) * static_cast<size_t>(n_ctx_);
         for (int64_t task = b; task < e; ++task) {
             const int64_t t = task / nh, h = task % nh, hk = h / group;
             const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
             const float* q = q_.data() + t * c_.q_dim() + h * hd;
+            // FP16 KV: the products run in half precision as a GPU (or the reference CPU
+            // engine) does: q is rounded to fp16 before Q.K, probabilities before P.V.
+            float* qh = qh_.data() + static_cast<size_t>(tid) * static_cast<size_t>(hd);
+            if (!int8) {
+                for (int64_t d = 0; d < hd; ++d) qh[d] = to_f32(to_half(q[d]));
+                q = qh;
+            }
             float mx = -INFINITY;
             for (int64_t j = 0; j < n_kv; ++j) {
                 const size_t off = static_cast<size_t>(j * kvd + hk * hd);
-                float s = 0.0f;
+                float s;
                 if (int8) {
-                    const int8_t* kq = reinterpret_cast<const int8_t*>(l.k.data()) + off;
-                    for (int64_t d = 0; d < hd; ++d) s += q[d] * static_cast<float>(kq[d]);
-                    s *= to_f32(l.k_scale[static_cast<size_t>(j * nkv + hk)]);
+                    s = ak.dot_i8(q, reinterpret_cast<const int8_t*>(l.k.data()) + off, hd) *
+                        to_f32(l.k_scale[static_cast<size_t>(j * nkv + hk)]);
                 } else {
-                    const Half* kh = reinterpret_cast<const Half*>(l.k.data()) + off;
-                    for (int64_t d = 0; d < hd; ++d) s += q[d] * to_f32(kh[d]);
+                    s = ak.dot_f16(q, reinterpret_cast<const Half*>(l.k.data()) + off, hd);
                 }
                 s *= inv_sqrt;
                 sc[j] = s;
@@ -240,12 +249,10 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
                 const size_t off = static_cast<size_t>(j * kvd + hk * hd);
                 if (int8) {
                     const float p = sc[j] * inv_sum * to_f32(l.v_scale[static_cast<size_t>(j * nkv + hk)]);
-                    const int8_t* vq = reinterpret_cast<const int8_t*>(l.v.data()) + off;
-                    for (int64_t d = 0; d < hd; ++d) out[d] += p * static_cast<float>(vq[d]);
+                    ak.axpy_i8(p, reinterpret_cast<const int8_t*>(l.v.data()) + off, out, hd);
                 } else {
-                    const float p = sc[j] * inv_sum;
-                    const Half* vh = reinterpret_cast<const Half*>(l.v.data()) + off;
-                    for (int64_t d = 0; d < hd; ++d) out[d] += p * to_f32(vh[d]);
+                    const float p = to_f32(to_half(sc[j] * inv_sum));
+                    ak.axpy_f16(p, reinterpret_cast<const Half*>(l.v.data()) + off, out, hd);
                 }
             }
         }
