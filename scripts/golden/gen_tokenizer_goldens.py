@@ -8,7 +8,15 @@ Writes tests/data/tokenizer/:
                     "<tok>_special": ids with special tokens parsed (parse_special=true)}
   tiny_bpe/tokenizer.json   a small byte-level BPE trained here, with added tokens that use
                     lstrip / rstrip (neither reference tokenizer has any)
-  bench_prompt.txt  the ~1,000-token prompt of bench/tokenizer
+  smollm2.jsonl     the same corpus for the `smollm` family, when a SmolLM2 GGUF is at hand
+                    (--smollm2, default models/SmolLM2-135M-Instruct.Q4_1.gguf): no SmolLM2
+                    tokenizer.json is bundled, so the reference is HF `tokenizers` built from the
+                    GGUF's own vocab and merges with SmolLM2's pre-tokenizer (Digits with
+                    individual_digits, then ByteLevel with its regex) and its control tokens as
+                    special added tokens
+  bench_prompt.txt  the ~1,000-token prompt of bench/tokenizer (an English assistant prompt)
+  bench_prompt_multilingual.txt  ~1,000 qwen3 tokens of the corpus's valid texts (every script,
+                    emoji, combining marks: the NFC and multi-byte paths)
 
 How the reference sees the input: the bytes are decoded with bytes.decode("utf-8", "replace")
 (each maximal ill-formed subpart becomes one U+FFFD), which is what the C++ encoder does to
@@ -195,6 +203,10 @@ def base_texts():
     add("bidi_controls", "abc\u202edcba\u202c \u2066iso\u2069")
     add("variation_selectors", "☺\ufe0e ☺\ufe0f 葛\U000e0100")
     add("tag_chars", "\U000e0041\U000e0042")
+    # Code points assigned in Unicode 15 / 15.1 (CJK Ext H and I, Kawi, Nag Mundari, new emoji):
+    # where the regex engines' Unicode tables could disagree.
+    add("unicode15", "a\U00031350b \U00031350\U00031351 x\U00011f04\U00011f05 y \U0001e4d0\U0001e4d1"
+        " q\U0002b739 w 1\U0001e4f01 \U0001fae8 \U0001fa77")
     return t
 
 
@@ -297,6 +309,29 @@ TINY_TEXTS = [
 ]
 
 
+def smollm2_reference(gguf_path):
+    """HF tokenizer from a SmolLM2 GGUF's vocabulary (see the module docstring)."""
+    from gguf import GGUFReader  # pip install gguf; only needed for this optional part
+
+    fields = GGUFReader(gguf_path).fields
+
+    def strings(key):
+        f = fields[key]
+        return [f.contents(i) for i in range(len(f.data))]
+
+    tokens = strings("tokenizer.ggml.tokens")
+    types = [int(x) for x in strings("tokenizer.ggml.token_type")]
+    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types) if ty == 3])  # CONTROL
+    return tok
+
+
 def encode_both(tok, text):
     tok.encode_special_tokens = True
     plain = tok.encode(text, add_special_tokens=False).ids
@@ -308,6 +343,8 @@ def encode_both(tok, text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--smollm2", default=os.path.join(ROOT, "models",
+                                                      "SmolLM2-135M-Instruct.Q4_1.gguf"))
     args = ap.parse_args()
 
     refs = {}
@@ -315,12 +352,20 @@ def main():
         refs[name] = Tokenizer.from_file(os.path.join(args.shared, "testdata", "tokenizers", name,
                                                       "tokenizer.json"))
     base = base_texts()
-    cases = base + random_texts(base, 100)
+    multi = ""
+    for name, raw in base:
+        if _is_bad(raw) or name.startswith("sp_") or name.startswith("repeated_"):
+            continue
+        multi += raw.decode("utf-8") + "\n"
+        if len(refs["qwen3"].encode(multi, add_special_tokens=False).ids) >= 1000:
+            break
+    cases = base + random_texts(base, 100) + [("bench_prompt", BENCH_PROMPT.encode()),
+                                              ("bench_prompt_multilingual", multi.encode())]
     names = [n for n, _ in cases]
     assert len(set(names)) == len(names), "duplicate case names"
 
     tiny_path = os.path.join(OUT, "tiny_bpe", "tokenizer.json")
-    corpus_strings = [b.decode("utf-8", "replace") for _, b in cases] + [BENCH_PROMPT] * 3
+    corpus_strings = [b.decode("utf-8", "replace") for _, b in cases[:-2]] + [BENCH_PROMPT] * 3
     tiny = save_tiny_bpe(corpus_strings, tiny_path)
     tiny = Tokenizer.from_file(tiny_path)  # exactly what the C++ side will read
 
@@ -338,8 +383,19 @@ def main():
                 row[tname] = plain
                 row[tname + "_special"] = special
             f.write(json.dumps(row, ensure_ascii=True) + "\n")
+    if os.path.exists(args.smollm2):
+        smol = smollm2_reference(args.smollm2)
+        with open(os.path.join(OUT, "smollm2.jsonl"), "w", encoding="utf-8") as f:
+            for name, raw in cases:
+                plain, special = encode_both(smol, raw.decode("utf-8", "replace"))
+                f.write(json.dumps({"name": name, "hex": raw.hex(), "smollm2": plain,
+                                    "smollm2_special": special}, ensure_ascii=True) + "\n")
+    else:
+        print(f"note: {args.smollm2} not found; smollm2.jsonl left as it is", file=sys.stderr)
     with open(os.path.join(OUT, "bench_prompt.txt"), "w", encoding="utf-8") as f:
         f.write(BENCH_PROMPT)
+    with open(os.path.join(OUT, "bench_prompt_multilingual.txt"), "w", encoding="utf-8") as f:
+        f.write(multi)
     n_bench = len(refs["qwen3"].encode(BENCH_PROMPT, add_special_tokens=False).ids)
     print(f"{len(cases)} corpus texts + {len(TINY_TEXTS)} tiny-tokenizer texts; "
           f"bench prompt = {n_bench} qwen3 tokens; tokenizers {tokenizers.__version__}",

@@ -18,9 +18,7 @@ bool cand_after(const BpeScratch::Cand& a, const BpeScratch::Cand& b) {
 
 }  // namespace
 
-void BpeModel::build(const std::vector<std::string>& tokens, const TokenTextMap& map,
-                     const std::vector<std::string>& merges) {
-    (void)tokens;
+void BpeModel::build(const TokenTextMap& map, const std::vector<std::string>& merges) {
     map_ = &map;
     const ByteUnicodeMap& bu = ByteUnicodeMap::get();
     for (int b = 0; b < 256; ++b) byte_ids_[b] = map.find(bu.byte_to_utf8[b]);
@@ -50,8 +48,8 @@ void BpeModel::build(const std::vector<std::string>& tokens, const TokenTextMap&
     }
 }
 
-void BpeModel::encode_piece(std::string_view piece, bool ignore_merges, int32_t unk_id,
-                            std::vector<int32_t>& out, BpeScratch& s) const {
+void BpeModel::encode_piece(std::string_view piece, bool ignore_merges, std::vector<int32_t>& out,
+                            BpeScratch& s) const {
     if (piece.empty()) return;
     const ByteUnicodeMap& bu = ByteUnicodeMap::get();
     if (ignore_merges) {
@@ -65,8 +63,7 @@ void BpeModel::encode_piece(std::string_view piece, bool ignore_merges, int32_t 
     }
     s.syms.clear();
     for (char c : piece) {
-        int32_t id = byte_ids_[static_cast<uint8_t>(c)];
-        if (id < 0) id = unk_id;
+        const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
         if (id < 0) continue;
         const int32_t i = static_cast<int32_t>(s.syms.size());
         s.syms.push_back({id, i - 1, i + 1});

@@ -31,14 +31,15 @@ struct BpeScratch {
 
 class BpeModel {
 public:
-    // `tokens` and `map` must outlive the model. Merges whose parts or result are not tokens
+    // `map` must outlive the model. Merges whose parts or result are not tokens
     // are skipped (counted in skipped_merges()).
-    void build(const std::vector<std::string>& tokens, const TokenTextMap& map,
-               const std::vector<std::string>& merges);
+    void build(const TokenTextMap& map, const std::vector<std::string>& merges);
     // Appends the ids of one piece (raw bytes). ignore_merges: a piece that is a token is
-    // emitted as that token. unk_id is used for bytes missing from the vocabulary (-1: dropped).
-    void encode_piece(std::string_view piece, bool ignore_merges, int32_t unk_id,
-                      std::vector<int32_t>& out, BpeScratch& s) const;
+    // emitted as that token. A byte without a token of its own is dropped, as Hugging Face's BPE
+    // does without a model-level unk token (SmolLM2 lacks a few control bytes; its GGUF's
+    // unknown_token_id is <|endoftext|>, which must not appear inside a prompt).
+    void encode_piece(std::string_view piece, bool ignore_merges, std::vector<int32_t>& out,
+                      BpeScratch& s) const;
     size_t n_merges() const { return merges_.size(); }
     size_t skipped_merges() const { return skipped_; }
 

@@ -129,9 +129,12 @@ TokenizerVocab hf_load_vocab(const std::string& tokenizer_json_path,
         const std::string detected = detect_pre(pre_tok);
         if (!opt.pre.empty()) {
             v.pre = opt.pre;
-            if (!detected.empty() && detected != opt.pre && !(find_pre_tokenizer(opt.pre) &&
-                                                              find_pre_tokenizer(opt.pre)->regex ==
-                                                                  find_pre_tokenizer(detected)->regex)) {
+            // Families that split identically (smollm, starcoder, refact) are not a conflict.
+            const PreTokenizerSpec* given = find_pre_tokenizer(opt.pre);
+            const PreTokenizerSpec* found = detected.empty() ? nullptr : find_pre_tokenizer(detected);
+            const bool same = given && found && given->regex == found->regex &&
+                              given->split_digits == found->split_digits;
+            if (found && !same) {
                 JLLM_LOG_WARN("[hf_import] pre-tokenizer given as '%s' but the file looks like '%s'",
                               opt.pre.c_str(), detected.c_str());
             }

@@ -46,7 +46,7 @@ const std::vector<PreTokenizerSpec>& pre_tokenizer_table() {
         // name, aliases, regex, hf_regex, split_digits, nfc, ignore_merges
         {"gpt-2", "gpt2 default", RE_GPT2, "", false, false, false},
         {"llama-bpe", "llama3 llama-v3", RE_LLAMA3, HF_RE_LLAMA3, false, false, true},
-        {"qwen2", "qwen", RE_QWEN2, HF_RE_QWEN2, false, true, false},
+        {"qwen2", "qwen deepseek-r1-qwen", RE_QWEN2, HF_RE_QWEN2, false, true, false},
         {"smollm", "", RE_GPT2, "", true, false, false},
         {"starcoder", "", RE_GPT2, "", true, false, false},
         {"refact", "", RE_GPT2, "", true, false, false},

@@ -18,9 +18,7 @@ bool cand_after(const SpmScratch::Cand& a, const SpmScratch::Cand& b) {
 
 }  // namespace
 
-void SpmModel::build(const std::vector<std::string>& tokens, const std::vector<float>& scores,
-                     const TokenTextMap& map) {
-    (void)tokens;
+void SpmModel::build(const std::vector<float>& scores, const TokenTextMap& map) {
     map_ = &map;
     scores_ = &scores;
     char buf[8];

@@ -30,8 +30,8 @@ struct SpmScratch {
 
 class SpmModel {
 public:
-    void build(const std::vector<std::string>& tokens, const std::vector<float>& scores,
-               const TokenTextMap& map);
+    // `scores` and `map` must outlive the model.
+    void build(const std::vector<float>& scores, const TokenTextMap& map);
     // Appends the ids of `text`, already escaped (spaces as U+2581, prefix added).
     void encode(std::string_view text, int32_t unk_id, std::vector<int32_t>& out,
                 SpmScratch& s) const;

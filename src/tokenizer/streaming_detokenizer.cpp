@@ -15,6 +15,12 @@ void StreamingDetokenizer::reset() {
 }
 
 std::string StreamingDetokenizer::push(int32_t id) {
+    std::string out;
+    push(id, out);
+    return out;
+}
+
+void StreamingDetokenizer::push(int32_t id, std::string& out) {
     if (id < 0 || id >= tok_.n_vocab()) {
         throw JllmError(strfmt("detokenizer: token id %d is outside the vocabulary [0, %d)", id,
                                tok_.n_vocab()));
@@ -22,15 +28,16 @@ std::string StreamingDetokenizer::push(int32_t id) {
     const std::string& piece = tok_.piece_ref(id);
     std::string_view p = piece;
     if (at_start_ && tok_.is_spm() && tok_.add_space_prefix()) {
-        if (tok_.is_control(id)) return std::string(piece);  // BOS etc. keep the strip pending
-        at_start_ = false;
+        if (tok_.is_control(id)) {  // BOS etc.: the space strip stays pending
+            out += piece;
+            return;
+        }
         if (!p.empty() && p[0] == ' ') p.remove_prefix(1);
     }
     at_start_ = false;
     held_.append(p.data(), p.size());
 
-    // Emit everything up to the last character start whose sequence may still complete.
-    std::string out;
+    // Emit every complete character; keep a valid prefix that only the end cut short.
     size_t i = 0;
     const size_t n = held_.size();
     while (i < n) {
@@ -52,7 +59,6 @@ std::string StreamingDetokenizer::push(int32_t id) {
         i += len;
     }
     held_.erase(0, i);
-    return out;
 }
 
 std::string StreamingDetokenizer::flush() {

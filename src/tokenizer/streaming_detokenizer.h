@@ -16,6 +16,8 @@ public:
     explicit StreamingDetokenizer(const Tokenizer& tok);
     // Text that became complete with this token (possibly empty). JllmError on a bad id.
     std::string push(int32_t id);
+    // The same, appended to `out`: no allocation once `out` has room (the decode loop's form).
+    void push(int32_t id, std::string& out);
     // Whatever is still held, as U+FFFD; then the stream is at its start again.
     std::string flush();
     // Drops held bytes and starts a new stream (the SPM leading space is stripped again).

@@ -21,6 +21,22 @@ constexpr const char* EOG_TEXTS[] = {
     "<end_of_turn>", "<|end|>",
 };
 
+// The byte of an SPM byte token "<0xNN>", or -1.
+int spm_byte_value(const std::string& t) {
+    if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
+    int v = 0;
+    for (size_t i = 3; i < 5; ++i) {
+        const char c = t[i];
+        int d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
 // Byte length of the Unicode White_Space character at s[i], or 0.
 size_t ws_len_at(std::string_view s, size_t i) {
     const uint8_t c = static_cast<uint8_t>(s[i]);
@@ -96,7 +112,7 @@ void Tokenizer::init() {
         add_bos_ = v.add_bos.value_or(false);
         add_space_prefix_ = false;
         if (v.merges.empty()) throw JllmError("tokenizer: gpt2 vocabulary without merges");
-        bpe_.build(v.tokens, text_map_, v.merges);
+        bpe_.build(text_map_, v.merges);
         if (bpe_.skipped_merges() > 0) {
             JLLM_LOG_WARN("[tokenizer] %zu of %zu merges name tokens not in the vocabulary",
                           bpe_.skipped_merges(), v.merges.size());
@@ -110,7 +126,7 @@ void Tokenizer::init() {
         nfc_ = v.normalizer == "nfc";
         add_bos_ = v.add_bos.value_or(true);
         add_space_prefix_ = v.add_space_prefix.value_or(true);
-        spm_.build(v.tokens, v.scores, text_map_);
+        spm_.build(v.scores, text_map_);
     } else {
         throw JllmError("tokenizer: unsupported tokenizer.ggml.model '" + v.model +
                         "' (expected gpt2 or llama)");
@@ -125,9 +141,8 @@ void Tokenizer::init() {
             pieces_[id] = t;
         } else if (!spm_mode_) {
             pieces_[id] = byte_level_decode(t);
-        } else if (type == TokenType::BYTE && t.size() == 6 && t.compare(0, 3, "<0x") == 0 &&
-                   t[5] == '>') {
-            pieces_[id] = std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+        } else if (type == TokenType::BYTE && spm_byte_value(t) >= 0) {
+            pieces_[id] = std::string(1, static_cast<char>(spm_byte_value(t)));
         } else if (type == TokenType::UNKNOWN) {
             pieces_[id] = t;
         } else {
@@ -287,7 +302,7 @@ void Tokenizer::encode_text(std::string_view text, bool first, std::vector<int32
     pieces.reserve(text.size() / 3 + 4);
     pre_tok_->split(text, pieces);
     BpeScratch scratch;
-    for (std::string_view p : pieces) bpe_.encode_piece(p, ignore_merges_, vocab_.unk_id, out, scratch);
+    for (std::string_view p : pieces) bpe_.encode_piece(p, ignore_merges_, out, scratch);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,

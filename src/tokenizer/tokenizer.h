@@ -24,6 +24,9 @@ public:
     // Throws JllmError on bad metadata (unknown model, bad ids, inconsistent array lengths).
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& f);
     static std::unique_ptr<Tokenizer> from_vocab(TokenizerVocab v);
+    // Internal tables point into the vocabulary, so a Tokenizer stays where it was built.
+    Tokenizer(const Tokenizer&) = delete;
+    Tokenizer& operator=(const Tokenizer&) = delete;
 
     // Text (any bytes; ill-formed UTF-8 is first replaced by U+FFFD per maximal subpart) to ids.
     // add_bos: prepend bos_id() when the vocabulary has one. parse_special: control tokens

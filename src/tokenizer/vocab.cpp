@@ -1,6 +1,8 @@
 // tokenizer/vocab.cpp — TokenizerVocab to and from GGUF metadata, and Tokenizer::from_gguf.
 #include "tokenizer/vocab.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -37,6 +39,15 @@ std::vector<int32_t> int_array(const GgufArray& a) {
 }
 
 }  // namespace
+
+void pad_vocab_to(TokenizerVocab& v, size_t n_rows) {
+    if (v.token_types.empty()) v.token_types.assign(v.tokens.size(), static_cast<int32_t>(TokenType::NORMAL));
+    if (!v.scores.empty()) v.scores.resize(std::max(v.scores.size(), n_rows), 0.0f);
+    for (size_t id = v.tokens.size(); id < n_rows; ++id) {
+        v.tokens.push_back("[PAD" + std::to_string(id) + "]");
+        v.token_types.push_back(static_cast<int32_t>(TokenType::UNUSED));
+    }
+}
 
 TokenizerVocab vocab_from_gguf(const GgufFile& f) {
     TokenizerVocab v;

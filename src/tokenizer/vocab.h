@@ -65,6 +65,10 @@ struct TokenizerVocab {
     std::string chat_template;
 };
 
+// Appends "[PAD<id>]" tokens of type UNUSED until there are n_rows tokens (a model whose
+// embedding has more rows than its tokenizer has tokens, e.g. Qwen3: 151669 -> 151936).
+void pad_vocab_to(TokenizerVocab& v, size_t n_rows);
+
 // Reads tokenizer.* keys. Throws JllmError on missing or inconsistent metadata.
 TokenizerVocab vocab_from_gguf(const GgufFile& f);
 // Adds the tokenizer.* keys of `v` to `w` (not general.*; no padding of the token list).
