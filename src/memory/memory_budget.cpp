@@ -104,8 +104,8 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
         if (!fits(pools(requested))) {
             const int best = largest_fitting();
             throw JllmError(strfmt(
-                "context %d does not fit: it needs %s MB (KV %s MB + scratch %s MB) but %s. Hint: %s, --kv-type "
-                "int8, a smaller --mem-margin or --max-memory change, or stop another service",
+                "context %d does not fit: it needs %s MB (KV %s MB + scratch %s MB) but %s. Hint: %s; or an "
+                "INT8 KV cache, a smaller --mem-margin, a larger --max-memory, or stop another service",
                 requested, mb(pools(requested)).c_str(), mb(kv_bytes(requested)).c_str(),
                 mb(scratch_bytes(requested)).c_str(), where().c_str(),
                 best > 0 ? strfmt("-c %d (or -c 0) fits", best).c_str() : "no context of 256 or more fits"));
