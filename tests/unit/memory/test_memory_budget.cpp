@@ -221,6 +221,16 @@ TEST(OomGuard, CalibratedIntervalKeepsTheCostBelowATenthOfAPercent) {
     EXPECT_LE(us / 1000.0 / g.interval_ms(), 0.001 + 1e-9);
     std::printf("[ measure  ] one MemAvailable read: %.1f us; check interval %.1f ms (%.4f%% of wall time)\n", us,
                 g.interval_ms(), 100.0 * us / 1000.0 / g.interval_ms());
+    // The per-token cost between reads: one clock read and a compare.
+    const int N = 200000;
+    const auto t0 = std::chrono::steady_clock::now();
+    int tripped = 0;
+    for (int i = 0; i < N; ++i) tripped += g.check() ? 0 : 1;
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / N;
+    EXPECT_EQ(tripped, 0);
+    EXPECT_LT(ns, 2000.0);
+    std::printf("[ measure  ] check() per token: %.1f ns on average (%lld file reads in %d calls)\n", ns,
+                static_cast<long long>(g.reads()), N);
 }
 
 }  // namespace
