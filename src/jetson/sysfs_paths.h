@@ -1,26 +1,40 @@
 // jetson/sysfs_paths.h — every file the Jetson HAL reads, with the source that justifies it.
 // All are absolute system paths, joined to the injectable root (memory/sysfs_path.h).
 //
-// Sources:
+// Sources (facts only; cited where each path is used below):
 //  [L4T]   NVIDIA Jetson Linux Developer Guide, "Jetson Orin Nano Series, Jetson Orin NX Series
-//          and Jetson AGX Orin Series" (Platform Power and Performance), r35.6.0 and r36.4:
-//          nvpmodel, /etc/nvpmodel.conf power models, clocks, thermal zones, power monitors.
-//  [KDOC]  Linux kernel documentation: filesystems/proc.rst (meminfo, status),
-//          ABI/testing/sysfs-class-devfreq (cur_freq, max_freq in Hz),
-//          ABI/testing/sysfs-devices-system-cpu (online), cpu-freq/cpufreq (kHz),
-//          driver-api/thermal/sysfs-api.rst (type, temp and trip_point_N_* in millidegrees C),
-//          hwmon/ina3221.rst (inN_label, inN_input mV, currN_input mA).
-//  [BOARD] Listings from real boards published in public repositories (JetPack 6 / L4T R36.4 on
-//          Orin Nano devkits, and L4T R35 on Orin): "# R36 (release), REVISION: 4.3, GCID: ...,
-//          BOARD: generic, EABI: aarch64, DATE: ..." in /etc/nv_tegra_release; device-tree model
-//          "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super"; "pmode:0002" in
-//          /var/lib/nvpmodel/status; "< POWER_MODEL ID=2 NAME=MAXN_SUPER >" in /etc/nvpmodel.conf
-//          (Orin Nano Super ids 15W=0, 25W=1, MAXN_SUPER=2, 7W=3); GPU devfreq at
-//          platform/bus@0/17000000.gpu (R36) and gpu.0/devfreq/17000000.ga10b (R35); EMC at
-//          /sys/class/devfreq/bwmgr (R36) and the BPMP debugfs clock (R35, root only, as
-//          jetson_clocks reads it); INA3221 at i2c bus 1 address 0x40 with in1..3 labelled
-//          VDD_IN, VDD_CPU_GPU_CV, VDD_SOC (also in the Orin Nano device tree's power-sensor@40
-//          node); an Orin Nano (p3767) whose tj-thermal zone reads empty.
+//          and Jetson AGX Orin Series" (Platform Power and Performance), r35.6.0 and r36.4.3:
+//          https://docs.nvidia.com/jetson/archives/r36.4.3/DeveloperGuide/SD/PlatformPowerAndPerformance/JetsonOrinNanoSeriesJetsonOrinNxSeriesAndJetsonAgxOrinSeries.html
+//          (nvpmodel and /etc/nvpmodel.conf power models, supported modes, clocks, thermal
+//          zones, the INA3221 power monitor).
+//  [KDOC]  Linux kernel documentation: filesystems/proc.rst (meminfo, status);
+//          ABI/testing/sysfs-class-devfreq (cur_freq, max_freq in Hz);
+//          ABI/testing/sysfs-devices-system-cpu (online) and cpu-freq docs (kHz);
+//          driver-api/thermal/sysfs-api.rst (type, temp, trip_point_N_{temp,type}, m°C);
+//          https://kernel.org/doc/Documentation/hwmon/ina3221.rst (inN_label, inN_input mV,
+//          currN_input mA).
+//  [BOARD] Listings from real boards in public repositories:
+//          - /etc/nv_tegra_release on JetPack 6: "# R36 (release), REVISION: 4.3, GCID: 38968081,
+//            BOARD: generic, EABI: aarch64, DATE: ..." and an Orin Nano Super whose device-tree
+//            model reads "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super";
+//          - /var/lib/nvpmodel/status holding "pmode:0002" on an Orin Nano Super in MAXN_SUPER,
+//            /etc/nvpmodel.conf lines "< POWER_MODEL ID=2 NAME=MAXN_SUPER >" and
+//            "< PM_CONFIG DEFAULT=2 >" (ids 15W=0, 25W=1, MAXN_SUPER=2, 7W=3); the MAXN SUPER
+//            id 2 also in analogdevicesinc/ADCAM sdcard-images-utils/.../jetson-perf.sh;
+//          - GPU devfreq at /sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu and
+//            EMC at /sys/devices/platform/bwmgr/devfreq/bwmgr (= /sys/class/devfreq/bwmgr) on
+//            R36; /sys/devices/gpu.0/devfreq/17000000.ga10b in an R35 Orin /etc/nvpmodel.conf
+//            (GPU MAX_FREQ); the BPMP debugfs EMC clock read by jetson_clocks and
+//            analogdevicesinc/ADCAM's Orin Nano script;
+//          - GPU load (per mille) at /sys/devices/platform/bus@0/17000000.gpu/load on R36 and
+//            /sys/devices/gpu.0/load on R35 (monitoring scripts reading both);
+//          - INA3221 root /sys/bus/i2c/drivers/ina3221 with hwmon children on L4T 32..36
+//            (alumet-dev/alumet plugins/nvidia-jetson/README.md); on Orin Nano at 1-0040 with
+//            in1..3 = VDD_IN, VDD_CPU_GPU_CV, VDD_SOC (also the Orin Nano device tree's
+//            power-sensor@40 node);
+//          - thermal zones read on an Orin Nano: cpu-thermal, gpu-thermal, soc0-thermal,
+//            soc1-thermal, soc2-thermal, tj-thermal (cv0..2-thermal on larger Orin modules), and
+//            a p3767 (Orin Nano/NX) module whose tj-thermal reads empty.
 #pragma once
 
 namespace jllm::hal_paths {
