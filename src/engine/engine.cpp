@@ -75,6 +75,7 @@ void Engine::unload() {
     m.resident.clear();
     std::lock_guard<std::mutex> lk(m.info_mu);
     m.info = ModelInfo{};
+    m.mem_report = MemoryReport{};
 }
 
 Status Engine::load(const EngineConfig& config) {
@@ -112,12 +113,10 @@ Status Engine::load(const EngineConfig& config) {
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
         m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
         m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
-        finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
+        MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
         m.thermal.configure(config.sysfs_root, ThermalConfig{config.thermal_pace_c, config.thermal_stop_c});
-        {
-            std::lock_guard<std::mutex> lk(m.info_mu);
-            m.mem_report = budget.report();
-        }
+        std::lock_guard<std::mutex> lk(m.info_mu);
+        m.mem_report = report;
     } catch (const std::exception& e) {
         unload();
         return Status::error(e.what());
@@ -180,9 +179,6 @@ MemoryReport Engine::memory_report() const {
     const ProcessMemory pm = read_process_memory(root);
     r.rss_now = pm.rss;
     r.rss_peak = pm.rss_peak;
-    r.oom_threshold = impl_->oom.threshold();
-    r.oom_check_interval_ms = impl_->oom.interval_ms();
-    r.oom_read_us = impl_->oom.read_us();
     return r;
 }
 

@@ -44,8 +44,8 @@ int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfi
     return budget.choose_context(cfg.n_ctx, limit, kv, scratch);
 }
 
-void finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
-                        OomGuard& guard) {
+MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
+                                OomGuard& guard) {
     const BackendMemory bm = backend.memory();
     const MemoryReport planned = budget.report();
     const int64_t scratch = std::max(bm.scratch_bytes, planned.scratch);
@@ -56,6 +56,11 @@ void finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Bac
                                                        : std::max<int64_t>(cfg.mem_margin_mb, 0) * MIB / 2;
     guard.configure(cfg.sysfs_root, threshold);
     guard.calibrate();
+    MemoryReport r = budget.report();
+    r.oom_threshold = guard.threshold();
+    r.oom_check_interval_ms = guard.interval_ms();
+    r.oom_read_us = guard.read_us();
+    return r;
 }
 
 }  // namespace jllm

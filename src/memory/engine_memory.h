@@ -22,8 +22,9 @@ int64_t backend_context_bytes(const std::string& backend_name);
 int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
                  Backend& backend, int n_threads);
 
-// After allocate(): records the backend's pool sizes, checks the cap, configures the guard.
-void finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
-                        OomGuard& guard);
+// After allocate(): records the backend's pool sizes, checks the cap, configures and calibrates
+// the guard. Returns the load-time report (with the guard's threshold, interval and read cost).
+MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
+                                OomGuard& guard);
 
 }  // namespace jllm

@@ -129,6 +129,24 @@ TEST(EngineMemory, NoHeapAllocationAcross64DecodeSteps) {
     EXPECT_EQ(at[2 + 64] - at[2], 0) << "the decode loop allocated";
 }
 
+TEST(EngineMemory, GuardReadsAllocateNothing) {
+    ThermalGuard t;
+    ThermalConfig tc;
+    tc.interval_ms = 0.0;  // read every zone on every step
+    t.configure(fixture("orin_nano_super_r36"), tc);
+    ASSERT_TRUE(t.enabled());
+    OomGuard g;
+    g.configure(fixture("orin_nano_super_r36"), 128 * MIB);
+    g.set_interval_ms(0.0);
+    const int64_t before = test::allocation_count();
+    for (int i = 0; i < 100; ++i) {
+        EXPECT_EQ(t.step(), ThermalAction::None);
+        EXPECT_TRUE(g.check());
+    }
+    EXPECT_EQ(test::allocation_count() - before, 0);
+    EXPECT_EQ(g.reads(), 100);
+}
+
 TEST(EngineMemory, OomGuardEndsTheGenerationMidway) {
     const std::string root = temp_root("guard_engine");
     Engine e;
