@@ -156,7 +156,8 @@ MemoryReport MemoryBudget::report() const {
     r.device_free = dev_.free;
     r.n_ctx = n_ctx_;
     r.n_ctx_limit = n_ctx_limit_;
-    r.kv_bytes_per_pos = kv_per_pos_;
+    // Average over the chosen context (per-position bytes of a 1-position pool include alignment).
+    r.kv_bytes_per_pos = n_ctx_ > 0 ? kv_ / n_ctx_ : kv_per_pos_;
     if (r.known) {
         r.total = mi_.total;
         r.os_and_others = std::max<int64_t>(0, mi_.total - mi_.available - process_resident_);
@@ -194,6 +195,10 @@ std::string MemoryReport::table() const {
     row("margin", margin, "--mem-margin");
     if (known) row("free", free, "");
     if (cap > 0) row("cap", cap, strfmt("--max-memory; engine holds %s MB", mb(ours()).c_str()));
+    if (oom_threshold > 0) {
+        t += strfmt("OOM guard: generation stops below %s MB MemAvailable; checked every %.0f ms (one read %.1f us)\n",
+                    mb(oom_threshold).c_str(), oom_check_interval_ms, oom_read_us);
+    }
     return t;
 }
 
