@@ -6,6 +6,16 @@
 #include <cstdlib>
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define JLLM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define JLLM_TEST_ASAN 1
+#endif
+#endif
+
+#ifndef JLLM_TEST_ASAN
+
 extern "C" {
 void* __libc_malloc(size_t);
 void* __libc_calloc(size_t, size_t);
@@ -19,6 +29,7 @@ std::atomic<int64_t> g_allocs{0};
 
 namespace jllm::test {
 int64_t allocation_count() { return g_allocs.load(std::memory_order_relaxed); }
+bool allocation_counting() { return true; }
 }  // namespace jllm::test
 
 extern "C" void* malloc(size_t n) {
@@ -69,3 +80,12 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+
+#else  // AddressSanitizer replaces malloc and operator new itself: no counting.
+
+namespace jllm::test {
+int64_t allocation_count() { return 0; }
+bool allocation_counting() { return false; }
+}  // namespace jllm::test
+
+#endif

@@ -8,5 +8,6 @@
 namespace jllm::test {
 
 int64_t allocation_count();  // allocations since the process started
+bool allocation_counting();  // false under AddressSanitizer, which owns malloc
 
 }  // namespace jllm::test

@@ -1,6 +1,10 @@
 // tests/unit/memory/tiny_model.cpp — see tiny_model.h.
 #include "tiny_model.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -39,7 +43,9 @@ std::vector<uint8_t> ones_f32(int64_t n) {
 
 std::string tiny_model_path() {
     static std::once_flag once;
-    static std::string path = std::string(JLLM_BINARY_DIR) + "/test_memory_tiny.gguf";
+    // One file per process: ctest runs test cases as parallel processes.
+    static std::string path =
+        std::string(JLLM_BINARY_DIR) + "/test_memory_tiny." + std::to_string(::getpid()) + ".gguf";
     std::call_once(once, [] {
         GgufWriter w;
         w.set_string("general.architecture", "llama");
@@ -72,6 +78,7 @@ std::string tiny_model_path() {
             w.add_tensor(p + "ffn_down.weight", GgmlType::Q8_0, {N_FF, N_EMBD}, q8_matrix(N_FF, N_EMBD, rng));
         }
         w.write_file(path);
+        std::atexit([] { std::remove(path.c_str()); });
     });
     return path;
 }
