@@ -300,18 +300,18 @@ ThermalState JetsonHal::thermal() const {
         z.index = n;
         z.type = read_text(root_, dir + "/type").value_or("");
         if (z.type.empty()) z.type = strfmt("thermal_zone%d", n);
-        const int64_t t = read_int(root_, dir + "/temp");
-        if (t != -1 || exists(root_, dir + "/temp")) {
-            if (std::optional<std::string> raw = read_text(root_, dir + "/temp"); raw && !raw->empty()) {
-                z.temp_c = static_cast<float>(t) / 1000.0f;
-            }
+        // A disabled zone's temp reads empty (or fails): the zone stays, its temperature unknown.
+        if (std::optional<std::string> raw = read_text(root_, dir + "/temp"); raw && !raw->empty()) {
+            char* end = nullptr;
+            const long long t = std::strtoll(raw->c_str(), &end, 10);
+            if (end != raw->c_str()) z.temp_c = static_cast<float>(t) / 1000.0f;
         }
         for (int i = 0; i < 32; ++i) {
-            const int64_t tt = read_int(root_, strfmt("%s/trip_point_%d_temp", dir.c_str(), i));
-            if (tt == -1 && !exists(root_, strfmt("%s/trip_point_%d_temp", dir.c_str(), i))) break;
+            const std::string trip = strfmt("%s/trip_point_%d_", dir.c_str(), i);
+            if (!exists(root_, trip + "temp")) break;
             TripPoint tp;
-            tp.temp_c = static_cast<float>(tt) / 1000.0f;
-            tp.type = read_text(root_, strfmt("%s/trip_point_%d_type", dir.c_str(), i)).value_or("");
+            tp.temp_c = static_cast<float>(read_int(root_, trip + "temp")) / 1000.0f;
+            tp.type = read_text(root_, trip + "type").value_or("");
             z.trips.push_back(tp);
         }
         ts.zones.push_back(std::move(z));
