@@ -313,6 +313,8 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         const size_t text_reserve = static_cast<size_t>(std::min(max_tokens, m.n_ctx)) * 16;
         res.text.reserve(text_reserve);
         if (req.split_thinking) res.reasoning.reserve(text_reserve);
+        std::vector<float> raw;  // unmodified logits for logprobs, reused every token
+        if (req.n_logprobs >= 0) raw.reserve(static_cast<size_t>(m.mc.n_vocab));
 
         auto deliver = [&](int32_t token, float lp) -> bool {
             for (auto& [ch, text] : parts) {
@@ -357,7 +359,6 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             float lp = 0.0f;
             std::vector<float>& lg = m.logits;
             const int32_t raw_top_n = req.n_logprobs;
-            std::vector<float> raw;
             if (raw_top_n >= 0) lp = 0.0f;  // computed below on the unmodified logits
             if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
             const int32_t id = sampler.sample(lg.data(), m.resident);
