@@ -54,6 +54,7 @@ struct Engine::Impl {
     mutable std::mutex info_mu;
     // Memory budget, OOM guard and thermal policy (jllm_memory.h, jllm_jetson.h).
     MemoryReport mem_report;  // guarded by info_mu
+    std::string query_root = "/";  // sysfs root for the any-thread queries, guarded by info_mu
     OomGuard oom;
     ThermalGuard thermal;
     bool runtime_guards(GenerateStats& st);
@@ -117,6 +118,7 @@ Status Engine::load(const EngineConfig& config) {
         m.thermal.configure(config.sysfs_root, ThermalConfig{config.thermal_pace_c, config.thermal_stop_c});
         std::lock_guard<std::mutex> lk(m.info_mu);
         m.mem_report = report;
+        m.query_root = config.sysfs_root;
     } catch (const std::exception& e) {
         unload();
         return Status::error(e.what());
@@ -170,11 +172,12 @@ ModelInfo Engine::model_info() const {
 
 MemoryReport Engine::memory_report() const {
     MemoryReport r;
+    std::string root;
     {
         std::lock_guard<std::mutex> lk(impl_->info_mu);
         r = impl_->mem_report;
+        root = impl_->query_root;
     }
-    const std::string& root = impl_->cfg.sysfs_root;
     r.available_now = read_meminfo(root).available;
     const ProcessMemory pm = read_process_memory(root);
     r.rss_now = pm.rss;
@@ -182,7 +185,14 @@ MemoryReport Engine::memory_report() const {
     return r;
 }
 
-LiveStats Engine::live_stats() const { return JetsonHal(impl_->cfg.sysfs_root).live(); }
+LiveStats Engine::live_stats() const {
+    std::string root;
+    {
+        std::lock_guard<std::mutex> lk(impl_->info_mu);
+        root = impl_->query_root;
+    }
+    return JetsonHal(root).live();
+}
 
 // Once per generated token: the OOM guard and the thermal policy. False ends the generation
 // (finish reason `length`); pacing sleeps here. One clock read per token between file reads.
