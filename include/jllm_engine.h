@@ -11,6 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "jllm_jetson.h"
+#include "jllm_memory.h"
+
 namespace jllm {
 
 enum class DeviceKind { Auto, Cpu, Cuda };
@@ -27,6 +30,9 @@ struct EngineConfig {
     int mem_margin_mb = 256;       // safety margin kept free
     int max_memory_mb = 0;         // hard cap, 0 = none
     std::string sysfs_root = "/";  // root for /proc and /sys reads (tests use fixture trees)
+    int oom_threshold_mb = 0;      // OOM guard: stop below this MemAvailable; 0 = half the margin
+    float thermal_pace_c = 85.0f;  // decode is paced above this temperature
+    float thermal_stop_c = 0.0f;   // generation stops at this temperature; 0 = the critical trip
     std::string chat_template = "auto";  // auto|chatml|qwen3|llama3
 };
 
@@ -146,6 +152,8 @@ public:
 
     void cancel();                  // any thread: the running generate stops soon (`cancelled`)
     ModelInfo model_info() const;   // any thread
+    MemoryReport memory_report() const;  // any thread: the load-time budget plus live values
+    LiveStats live_stats() const;        // any thread: clocks, temperatures, rails, memory now
     const std::vector<int32_t>& resident_tokens() const;  // the cached sequence (prefix reuse)
     void clear_cache();             // forget the resident sequence
 

@@ -47,6 +47,9 @@ struct CliOptions {
     bool int8_kv = false;
     bool fp16_kv = false;
     std::string device = "auto";
+    int mem_margin = 256;
+    int max_memory = 0;
+    std::string dump_hal;
     bool info = false;
     bool tokenize = false;
     bool detokenize = false;
@@ -109,6 +112,30 @@ void print_stats(const jllm::GenerateResult& r) {
     std::fprintf(stderr, "[engine] TTFT: %.1f ms\n", s.ttft_ms);
 }
 
+// Engine lines on stderr, each prefixed like the others.
+void print_prefixed(const std::string& text) {
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t e = text.find('\n', pos);
+        const std::string line = text.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
+        std::fprintf(stderr, "[engine] %s\n", line.c_str());
+        if (e == std::string::npos) break;
+        pos = e + 1;
+    }
+}
+
+// Device, L4T, power mode, clocks and temperatures (the Jetson HAL; "unknown" off-Jetson).
+void print_board(const std::string& root) { print_prefixed(jllm::JetsonHal(root).summary()); }
+
+// After each interactive turn: tokens, decode rate, resident high-water mark, hottest zone.
+void print_turn_line(const jllm::GenerateStats& s) {
+    std::string peak = s.peak_memory_bytes >= 0 ? std::to_string(s.peak_memory_bytes / (1024 * 1024)) : "?";
+    std::string temp = s.peak_temperature_c >= 0 ? jllm::strfmt("%.0f C", s.peak_temperature_c) : "? C";
+    std::fprintf(stderr, "[%d tokens, %.1f tok/s, peak %s MB, %s]\n", s.completion_tokens, s.decode_tps, peak.c_str(),
+                 temp.c_str());
+    if (s.oom_events > 0) std::fprintf(stderr, "[engine] stopped early: memory was running out\n");
+}
+
 // Streams one generation to stdout; reasoning is shown between <think> markers.
 jllm::GenerateResult stream_generate(jllm::Engine& engine, const jllm::GenerateRequest& req) {
     jllm::Channel shown = jllm::Channel::Content;
@@ -141,6 +168,10 @@ int run_generate(const CliOptions& o) {
     cfg.kv_type = kv == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
     cfg.device = o.device == "cpu" ? jllm::DeviceKind::Cpu
                                    : (o.device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto);
+    cfg.mem_margin_mb = o.mem_margin;
+    cfg.max_memory_mb = o.max_memory;
+    cfg.sysfs_root = jllm::JetsonHal::default_root();
+    print_board(cfg.sysfs_root);
 
     jllm::Engine engine;
     jllm::Status st = engine.load(cfg);
@@ -154,6 +185,7 @@ int run_generate(const CliOptions& o) {
                  static_cast<long long>(mi.n_head), static_cast<long long>(mi.n_head_kv),
                  static_cast<long long>(mi.n_embd), static_cast<long long>(mi.n_ctx), mi.kv_type.c_str(),
                  mi.device.c_str());
+    print_prefixed(engine.memory_report().table());
     g_engine.store(&engine);
 
     if (o.tokenize) {
@@ -251,7 +283,7 @@ int run_generate(const CliOptions& o) {
             jllm::ChatMessage a{"assistant", r.text, r.reasoning, {}, "", ""};
             history.push_back(a);
         }
-        std::fprintf(stderr, "[%d tokens, %.1f tok/s]\n", r.stats.completion_tokens, r.stats.decode_tps);
+        print_turn_line(r.stats);
     }
     return 0;
 }
@@ -296,6 +328,11 @@ int main(int argc, char** argv) {
     i8->excludes(f16);
     app.add_option("--device", o.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->capture_default_str();
+    app.add_option("--mem-margin", o.mem_margin, "Memory kept free for the OS and other services (MB)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+    app.add_option("--max-memory", o.max_memory, "Hard cap on what the engine holds (MB, 0: none)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+    app.add_option("--dump-hal", o.dump_hal, "Copy every file the Jetson HAL reads into DIR (a fixture tree) and exit");
     app.add_flag("--info", o.info, "Print the model's architecture, hyper-parameters, tokenizer and tensors");
     auto* tk = app.add_flag("--tokenize", o.tokenize, "Print the token ids of the prompt");
     auto* dtk = app.add_flag("--detokenize", o.detokenize, "Print the text of the ids given with -p or -f");
@@ -322,6 +359,13 @@ int main(int argc, char** argv) {
     if (o.verbose) jllm::set_log_level(jllm::LogLevel::Debug);
     std::signal(SIGINT, on_sigint);
     try {
+        if (!o.dump_hal.empty()) {
+            const jllm::JetsonHal hal(jllm::JetsonHal::default_root());
+            const int n = hal.dump(o.dump_hal);
+            std::fprintf(stderr, "[engine] Copied %d files the HAL reads into %s\n", n, o.dump_hal.c_str());
+            print_board(hal.root());
+            return 0;
+        }
         if (o.model.empty()) {
             std::fprintf(stderr, "jetson-llm: error: no model given (use -m FILE; see --help)\n");
             return 2;

@@ -17,6 +17,7 @@
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
 #include "gguf/gguf.h"
+#include "memory/engine_memory.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -51,6 +52,12 @@ struct Engine::Impl {
     std::atomic<bool> busy{false};
     ModelInfo info;
     mutable std::mutex info_mu;
+    // Memory budget, OOM guard and thermal policy (jllm_memory.h, jllm_jetson.h).
+    MemoryReport mem_report;  // guarded by info_mu
+    std::string query_root = "/";  // sysfs root for the any-thread queries, guarded by info_mu
+    OomGuard oom;
+    ThermalGuard thermal;
+    bool runtime_guards(GenerateStats& st);
 
     void prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits);
 };
@@ -69,6 +76,7 @@ void Engine::unload() {
     m.resident.clear();
     std::lock_guard<std::mutex> lk(m.info_mu);
     m.info = ModelInfo{};
+    m.mem_report = MemoryReport{};
 }
 
 Status Engine::load(const EngineConfig& config) {
@@ -92,17 +100,25 @@ Status Engine::load(const EngineConfig& config) {
         m.backend = create_cpu_backend(m.mc, threads);
 
         int n_ctx = config.n_ctx;
-        const int64_t cap = std::min<int64_t>(m.mc.n_ctx_train, 4096);
-        if (n_ctx <= 0) n_ctx = static_cast<int>(cap);
         if (n_ctx > m.mc.n_ctx_train) {
             throw JllmError(strfmt("context %d exceeds the model's trained context %" PRId64, n_ctx, m.mc.n_ctx_train));
         }
-        if (n_ctx < 8) throw JllmError(strfmt("context %d is too small (minimum 8)", n_ctx));
+        if (n_ctx > 0 && n_ctx < 8) throw JllmError(strfmt("context %d is too small (minimum 8)", n_ctx));
+        m.backend->bind_weights(m.weights, config.weights);
+        // Memory: choose (or refuse) n_ctx from the budget before anything is allocated.
+        MemoryBudget budget(BudgetConfig{std::max(config.mem_margin_mb, 0) * MIB,
+                                         std::max(config.max_memory_mb, 0) * MIB, config.sysfs_root});
+        n_ctx = plan_context(budget, config, m.mc, m.weights, *m.backend, threads);
         m.n_ctx = n_ctx;
         m.n_batch = std::min(n_ctx, 512);
-        m.backend->bind_weights(m.weights, config.weights);
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
         m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
+        m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
+        MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
+        m.thermal.configure(config.sysfs_root, ThermalConfig{config.thermal_pace_c, config.thermal_stop_c});
+        std::lock_guard<std::mutex> lk(m.info_mu);
+        m.mem_report = report;
+        m.query_root = config.sysfs_root;
     } catch (const std::exception& e) {
         unload();
         return Status::error(e.what());
@@ -152,6 +168,53 @@ std::string Engine::render_chat(const std::vector<ChatMessage>& messages, const 
 ModelInfo Engine::model_info() const {
     std::lock_guard<std::mutex> lk(impl_->info_mu);
     return impl_->info;
+}
+
+MemoryReport Engine::memory_report() const {
+    MemoryReport r;
+    std::string root;
+    {
+        std::lock_guard<std::mutex> lk(impl_->info_mu);
+        r = impl_->mem_report;
+        root = impl_->query_root;
+    }
+    r.available_now = read_meminfo(root).available;
+    const ProcessMemory pm = read_process_memory(root);
+    r.rss_now = pm.rss;
+    r.rss_peak = pm.rss_peak;
+    return r;
+}
+
+LiveStats Engine::live_stats() const {
+    std::string root;
+    {
+        std::lock_guard<std::mutex> lk(impl_->info_mu);
+        root = impl_->query_root;
+    }
+    return JetsonHal(root).live();
+}
+
+// Once per generated token: the OOM guard and the thermal policy. False ends the generation
+// (finish reason `length`); pacing sleeps here. One clock read per token between file reads.
+bool Engine::Impl::runtime_guards(GenerateStats& st) {
+    if (!oom.check()) {
+        st.oom_events++;
+        JLLM_LOG_WARN("[engine] OOM guard: MemAvailable %s is below %s; generation ended (finish_reason length)",
+                      format_mb(oom.last_available()).c_str(), format_mb(oom.threshold()).c_str());
+        return false;
+    }
+    const ThermalAction a = thermal.step();
+    if (a == ThermalAction::Stop) {
+        st.thermal_events++;
+        JLLM_LOG_WARN("[engine] thermal: %.1f C reached the stop temperature %.1f C; generation ended",
+                      thermal.last_c(), thermal.stop_c());
+        return false;
+    }
+    if (a == ThermalAction::Pace) {
+        st.thermal_events++;
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(thermal.pause_ms() * 1000.0)));
+    }
+    return true;
 }
 
 const std::vector<int32_t>& Engine::resident_tokens() const { return impl_->resident; }
@@ -256,6 +319,12 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         std::vector<std::pair<Channel, std::string>> parts;
         std::vector<TokenLogprob> top;
         const int max_tokens = req.max_tokens < 0 ? m.n_ctx : req.max_tokens;
+        // The result text grows inside the decode loop; reserve it (16 bytes a token) up front.
+        const size_t text_reserve = static_cast<size_t>(std::min(max_tokens, m.n_ctx)) * 16;
+        res.text.reserve(text_reserve);
+        if (req.split_thinking) res.reasoning.reserve(text_reserve);
+        std::vector<float> raw;  // unmodified logits for logprobs, reused every token
+        if (req.n_logprobs >= 0) raw.reserve(static_cast<size_t>(m.mc.n_vocab));
 
         auto deliver = [&](int32_t token, float lp) -> bool {
             for (auto& [ch, text] : parts) {
@@ -279,6 +348,8 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         };
 
         res.finish = FinishReason::Length;
+        m.oom.reset();
+        m.thermal.reset();
         const double t_dec = now_ms();
         int generated = 0;
         bool first = true;
@@ -291,10 +362,13 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 res.finish = FinishReason::Cancelled;
                 break;
             }
+            if (!m.runtime_guards(st)) {
+                res.finish = FinishReason::Length;
+                break;
+            }
             float lp = 0.0f;
             std::vector<float>& lg = m.logits;
             const int32_t raw_top_n = req.n_logprobs;
-            std::vector<float> raw;
             if (raw_top_n >= 0) lp = 0.0f;  // computed below on the unmodified logits
             if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
             const int32_t id = sampler.sample(lg.data(), m.resident);
@@ -333,6 +407,8 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             m.resident.push_back(id);
         }
         st.completion_tokens = generated;
+        st.peak_memory_bytes = read_process_memory(m.cfg.sysfs_root).rss_peak;
+        st.peak_temperature_c = m.thermal.peak_c() > -273.0f ? m.thermal.peak_c() : -1.0f;
         st.decode_ms = now_ms() - t_dec;
         // decode rate counts the forward passes after the first token
         st.decode_tps = (generated > 1 && st.decode_ms > 0) ? (generated - 1) * 1000.0 / st.decode_ms : 0;

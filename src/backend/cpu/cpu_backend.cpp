@@ -10,7 +10,8 @@
 //   k, v: [n_ctx][n_head_kv][head_dim] int8 (or fp16)
 //   k_scale, v_scale: [n_ctx][n_head_kv] fp16 (INT8 only): x = q * scale, symmetric, per
 //   position and head, quantized after RoPE.
-// All buffers are allocated in allocate(); forward() allocates nothing.
+// All buffers are carved in allocate() from two pools sized by memory/cpu_pool_plan.h (one
+// allocation each: KVCachePool, ScratchPool); forward() allocates nothing.
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -23,6 +24,8 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "jllm_memory.h"
+#include "memory/cpu_pool_plan.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "quant/quant_types.h"
@@ -62,8 +65,8 @@ void quantize_kv_int8(const float* x, int64_t n, int8_t* q, Half* scale) {
 }
 
 struct LayerKv {
-    std::vector<uint8_t> k, v;   // [n_ctx][n_head_kv][head_dim] int8 or fp16
-    std::vector<Half> k_scale, v_scale;  // [n_ctx][n_head_kv] (INT8 only)
+    PoolArray<uint8_t> k, v;   // [n_ctx][n_head_kv][head_dim] int8 or fp16
+    PoolArray<Half> k_scale, v_scale;  // [n_ctx][n_head_kv] (INT8 only)
 };
 
 class CpuBackend final : public Backend {
@@ -89,38 +92,30 @@ public:
         kv_type_ = kv_type;
         const size_t per_pos = static_cast<size_t>(c_.kv_dim());
         const size_t elt = kv_type == KvType::Int8 ? 1 : 2;
+        // Both pools are zero-filled at reserve(), so every page is touched here, not in forward().
+        kv_pool_.reserve(static_cast<size_t>(cpu_kv_pool_bytes(c_, n_ctx, kv_type)));
         kv_.assign(static_cast<size_t>(c_.n_layer), LayerKv{});
         for (LayerKv& l : kv_) {
-            l.k.assign(static_cast<size_t>(n_ctx) * per_pos * elt, 0);
-            l.v.assign(static_cast<size_t>(n_ctx) * per_pos * elt, 0);
-            if (kv_type == KvType::Int8) {
-                l.k_scale.assign(static_cast<size_t>(n_ctx) * c_.n_head_kv, Half{0});
-                l.v_scale.assign(static_cast<size_t>(n_ctx) * c_.n_head_kv, Half{0});
-            }
+            l.k.bind(kv_pool_, static_cast<size_t>(n_ctx) * per_pos * elt);
+            if (kv_type == KvType::Int8) l.k_scale.bind(kv_pool_, static_cast<size_t>(n_ctx) * c_.n_head_kv);
+            l.v.bind(kv_pool_, static_cast<size_t>(n_ctx) * per_pos * elt);
+            if (kv_type == KvType::Int8) l.v_scale.bind(kv_pool_, static_cast<size_t>(n_ctx) * c_.n_head_kv);
         }
+        const int64_t mm = cpu_matmul_scratch_bytes(*w_, n_batch_);
+        scratch_pool_.reserve(static_cast<size_t>(cpu_scratch_pool_bytes(c_, n_ctx, n_batch_, pool_.n_threads(), mm)));
         const size_t B = static_cast<size_t>(n_batch_);
-        x_.assign(B * c_.n_embd, 0.0f);
-        h_.assign(B * c_.n_embd, 0.0f);
-        q_.assign(B * c_.q_dim(), 0.0f);
-        k_.assign(B * c_.kv_dim(), 0.0f);
-        v_.assign(B * c_.kv_dim(), 0.0f);
-        att_.assign(B * c_.q_dim(), 0.0f);
-        g_.assign(B * c_.n_ff, 0.0f);
-        u_.assign(B * c_.n_ff, 0.0f);
-        scores_.assign(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_ctx), 0.0f);
-        qh_.assign(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(c_.head_dim), 0.0f);
-        size_t mm = 0;
-        auto need = [&](const WeightTensor& w, int64_t rows) {
-            mm = std::max(mm, matmul_scratch_size(w.type, w.cols, rows));
-        };
-        for (const LayerWeights& L : w_->layers) {
-            for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need(*w, n_batch_);
-        }
-        need(w_->output, n_batch_);
-        mm_scratch_.assign(mm + 64, 0);
-        scratch_bytes_ = static_cast<int64_t>((x_.size() + h_.size() + q_.size() + k_.size() + v_.size() +
-                                               att_.size() + g_.size() + u_.size() + scores_.size()) * sizeof(float) +
-                                              mm_scratch_.size());
+        x_.bind(scratch_pool_, B * c_.n_embd);
+        h_.bind(scratch_pool_, B * c_.n_embd);
+        q_.bind(scratch_pool_, B * c_.q_dim());
+        k_.bind(scratch_pool_, B * c_.kv_dim());
+        v_.bind(scratch_pool_, B * c_.kv_dim());
+        att_.bind(scratch_pool_, B * c_.q_dim());
+        g_.bind(scratch_pool_, B * c_.n_ff);
+        u_.bind(scratch_pool_, B * c_.n_ff);
+        scores_.bind(scratch_pool_, static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_ctx));
+        qh_.bind(scratch_pool_, static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(c_.head_dim));
+        mm_scratch_.bind(scratch_pool_, static_cast<size_t>(mm) + 64);
+        scratch_bytes_ = static_cast<int64_t>(scratch_pool_.capacity());
     }
 
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
@@ -167,12 +162,14 @@ private:
     std::vector<float> inv_freq_;
     int n_ctx_ = 0, n_batch_ = 1;
     KvType kv_type_ = KvType::Int8;
+    KVCachePool kv_pool_;      // every LayerKv slice
+    ScratchPool scratch_pool_;  // every activation buffer below
     std::vector<LayerKv> kv_;
     // activations, [n_batch][width]
-    std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;
-    std::vector<float> scores_;  // [n_threads][n_ctx]
-    std::vector<float> qh_;      // [n_threads][head_dim] fp16-rounded query (FP16 KV)
-    std::vector<uint8_t> mm_scratch_;
+    PoolArray<float> x_, h_, q_, k_, v_, att_, g_, u_;
+    PoolArray<float> scores_;  // [n_threads][n_ctx]
+    PoolArray<float> qh_;      // [n_threads][head_dim] fp16-rounded query (FP16 KV)
+    PoolArray<uint8_t> mm_scratch_;
     int64_t scratch_bytes_ = 0;
     ActivationTap tap_ = nullptr;
     void* tap_ctx_ = nullptr;

@@ -1,0 +1,25 @@
+// memory/cpu_pool_plan.h — the sizes of the CPU backend's two pools, computed before anything
+// is allocated so MemoryBudget can choose the context; the CPU backend carves its buffers from
+// pools of exactly these sizes (one place defines the layout's footprint).
+//
+// KV pool, per layer: k, v [n_ctx][n_head_kv][head_dim] int8|fp16, and for INT8
+// k_scale, v_scale [n_ctx][n_head_kv] fp16 — each slice 64-byte aligned.
+// Scratch pool: x, h [n_batch][n_embd]; q, att [n_batch][n_head*head_dim]; k, v
+// [n_batch][n_head_kv*head_dim]; g, u [n_batch][n_ff] f32; scores [n_threads][n_ctx] f32; the
+// matmul activation-quantization buffer (largest over every weight) + 64.
+#pragma once
+
+#include <cstdint>
+
+#include "jllm_engine.h"
+
+namespace jllm {
+
+struct ModelConfig;
+struct ModelWeights;
+
+int64_t cpu_kv_pool_bytes(const ModelConfig& c, int n_ctx, KvType kv_type);
+int64_t cpu_matmul_scratch_bytes(const ModelWeights& w, int n_batch);
+int64_t cpu_scratch_pool_bytes(const ModelConfig& c, int n_ctx, int n_batch, int n_threads, int64_t matmul_scratch);
+
+}  // namespace jllm

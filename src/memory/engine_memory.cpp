@@ -1,0 +1,66 @@
+// memory/engine_memory.cpp — see engine_memory.h.
+#include "memory/engine_memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "core/log.h"
+#include "memory/cpu_pool_plan.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace jllm {
+
+int64_t backend_context_bytes(const std::string& backend_name) {
+    // A CUDA context with cuBLAS-free kernels holds on the order of a few hundred MB of host
+    // DRAM on an iGPU (driver, module images, streams); the CUDA backend should report its own
+    // number once it exists. This estimate only errs on the side of a smaller context.
+    return backend_name == "cuda" ? 256 * MIB : 0;
+}
+
+int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
+                 Backend& backend, int n_threads) {
+    budget.sample_system();
+    const BackendMemory bm = backend.memory();
+    DeviceMemoryInfo dev;
+    dev.unified = bm.unified;
+    dev.total = bm.device_total;
+    dev.free = bm.device_free;
+    budget.set_device(dev);
+    const bool mapped = bm.weights_bytes == 0;
+    budget.set_model(static_cast<int64_t>(w.total_bytes), mapped);
+    budget.set_runtime_pending(mc.n_vocab * static_cast<int64_t>(sizeof(float)) + backend_context_bytes(backend.name()));
+
+    const int64_t model_ctx = std::max<int64_t>(1, mc.n_ctx_train);
+    const int limit = cfg.n_ctx > 0 ? static_cast<int>(std::min<int64_t>(model_ctx, 1 << 24))
+                                    : static_cast<int>(std::min<int64_t>(model_ctx, 4096));
+    const int64_t mm = cpu_matmul_scratch_bytes(w, 512);
+    auto kv = [&](int n) { return cpu_kv_pool_bytes(mc, n, cfg.kv_type); };
+    auto scratch = [&](int n) {
+        const int nb = std::min(n, 512);
+        return cpu_scratch_pool_bytes(mc, n, nb, n_threads, nb == 512 ? mm : cpu_matmul_scratch_bytes(w, nb));
+    };
+    return budget.choose_context(cfg.n_ctx, limit, kv, scratch);
+}
+
+MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
+                                OomGuard& guard) {
+    const BackendMemory bm = backend.memory();
+    const MemoryReport planned = budget.report();
+    const int64_t scratch = std::max(bm.scratch_bytes, planned.scratch);
+    const int64_t kv = std::max(bm.kv_bytes, planned.kv);
+    budget.set_pools(n_ctx, kv, scratch);
+    budget.check_fits();
+    const int64_t threshold = cfg.oom_threshold_mb > 0 ? cfg.oom_threshold_mb * MIB
+                                                       : std::max<int64_t>(cfg.mem_margin_mb, 0) * MIB / 2;
+    guard.configure(cfg.sysfs_root, threshold);
+    guard.calibrate();
+    MemoryReport r = budget.report();
+    r.oom_threshold = guard.threshold();
+    r.oom_check_interval_ms = guard.interval_ms();
+    r.oom_read_us = guard.read_us();
+    return r;
+}
+
+}  // namespace jllm

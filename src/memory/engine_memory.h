@@ -1,0 +1,30 @@
+// memory/engine_memory.h — the engine's memory plan in one call, so the engine's load() stays a
+// few lines: budget the weights and runtime, choose or refuse n_ctx before anything is
+// allocated, then record what the backend really allocated and set up the OOM guard.
+#pragma once
+
+#include <string>
+
+#include "jllm_engine.h"
+#include "jllm_memory.h"
+
+namespace jllm {
+
+struct ModelConfig;
+struct ModelWeights;
+class Backend;
+
+// Bytes a backend's context costs beyond its pools (estimates; the CPU backend has none).
+int64_t backend_context_bytes(const std::string& backend_name);
+
+// Chooses n_ctx for `cfg.n_ctx` (0 = largest that fits, capped at min(model, 4096); explicit
+// values up to the model's context). Throws JllmError with the numbers when it does not fit.
+int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
+                 Backend& backend, int n_threads);
+
+// After allocate(): records the backend's pool sizes, checks the cap, configures and calibrates
+// the guard. Returns the load-time report (with the guard's threshold, interval and read cost).
+MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
+                                OomGuard& guard);
+
+}  // namespace jllm
