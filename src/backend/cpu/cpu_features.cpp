@@ -10,8 +10,10 @@
 #include <cpuid.h>
 #endif
 #if defined(__aarch64__) && defined(__linux__)
-#include <asm/hwcap.h>
 #include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)  // Linux arm64 hwcap bit of the dot-product instructions
+#endif
 #endif
 
 namespace jllm {
