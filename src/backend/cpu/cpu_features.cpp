@@ -73,9 +73,10 @@ SimdLevel best_supported() {
     return SimdLevel::Scalar;
 }
 
-SimdLevel resolve_active() {
+}  // namespace
+
+SimdLevel simd_level_from_env(const char* env) {
     const SimdLevel best = best_supported();
-    const char* env = std::getenv("JLLM_CPU_SIMD");
     if (env == nullptr || *env == '\0') return best;
     SimdLevel want;
     if (std::strcmp(env, "scalar") == 0) {
@@ -99,8 +100,6 @@ SimdLevel resolve_active() {
                  simd_level_name(got));
     return got;
 }
-
-}  // namespace
 
 const char* simd_level_name(SimdLevel level) {
     switch (level) {
@@ -134,7 +133,7 @@ bool simd_level_supported(SimdLevel level) {
 }
 
 SimdLevel simd_level_active() {
-    static const SimdLevel level = resolve_active();
+    static const SimdLevel level = simd_level_from_env(std::getenv("JLLM_CPU_SIMD"));
     return level;
 }
 
