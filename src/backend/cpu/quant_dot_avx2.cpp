@@ -11,8 +11,14 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// Every function below carries target("avx2,fma,f16c"): GCC through its target pragma, clang
+// through an attribute push (clang ignores the GCC pragma).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace jllm::cpu_detail {
 
@@ -26,7 +32,11 @@ namespace {
 
 }  // namespace jllm::cpu_detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace jllm::cpu_detail {
 

@@ -35,13 +35,21 @@ alignas(64) const int16_t kQ6KScaleIdx[4][32] = {
 }  // namespace
 }  // namespace jllm::cpu_detail
 
+// Every function below carries target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"): GCC through its target pragma, clang
+// through an attribute push (clang ignores the GCC pragma).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
 // GCC 12's avx512fintrin.h initialises its "undefined" operands from themselves, which
 // -Wall reports at every inlined use (GCC bug 105593, fixed in GCC 13).
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace jllm::cpu_detail {
 
@@ -227,8 +235,12 @@ JLLM_K2(KQ5_1_512, dot_q_x_q8_1_512, FmtQ5_1)
 
 }  // namespace jllm::cpu_detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
 
 namespace jllm::cpu_detail {
 
