@@ -126,6 +126,8 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
+// On the shared build machines run with --benchmark_repetitions=N and summarize.py, which
+// keeps the fastest repetition (the least disturbed by other jobs).
 BENCHMARK(BM_read_bandwidth)->Arg(1)->Arg(2)->ArgName("thr")->UseRealTime()->MinTime(0.3);
 BENCHMARK(BM_matmul)->Apply(matmul_args)->UseRealTime()->MinTime(0.2);
 BENCHMARK_MAIN();

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Turns bench_cpu_kernels JSON (run with --benchmark_repetitions=N) into a markdown table:
+weights GB/s and tokens/s from the fastest repetition of each benchmark (the one least
+disturbed on a shared machine), next to the median.
+
+    bench_cpu_kernels --benchmark_repetitions=5 --benchmark_format=json > out.json
+    python3 bench/cpu_kernels/summarize.py out.json
+"""
+import json
+import re
+import sys
+
+TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K"}
+
+
+def main(path):
+    data = json.load(open(path))
+    runs = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        runs.setdefault(b["run_name"], []).append(b)
+    print("| benchmark | threads | best GB/s | median GB/s | best tok/s |")
+    print("|---|---|---|---|---|")
+    for name, reps in runs.items():
+        best = max(reps, key=lambda r: r["bytes_per_second"])
+        rates = sorted(r["bytes_per_second"] for r in reps)
+        med = rates[len(rates) // 2]
+        m = re.match(r"BM_matmul/type:(\d+)/n_in:(\d+)/n_out:(\d+)/n_tok:(\d+)/thr:(\d+)", name)
+        if m:
+            t, n_in, n_out, n_tok, thr = (int(x) for x in m.groups())
+            label = f"{TYPES.get(t, t)} {n_out}x{n_in}, {n_tok} tok"
+        else:
+            m = re.match(r"BM_read_bandwidth/thr:(\d+)", name)
+            thr = int(m.group(1)) if m else 0
+            label = "read bandwidth (256 MiB sum)"
+        tok = best.get("tok/s")
+        tok_s = f"{tok:,.0f}" if tok else "-"
+        print(f"| {label} | {thr} | {best['bytes_per_second'] / 1e9:.1f} | {med / 1e9:.1f} | {tok_s} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
