@@ -63,10 +63,6 @@ inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
 
 // Two 256-bit halves -> one zmm.
 inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-inline __m512 join_ps(float lo, float hi) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_set1_ps(lo))),
-                                               _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
-}
 
 template <int NA>
 void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
@@ -149,6 +145,39 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// Two blocks' leading 32 bits (fp16 d, then fp16 s / m or the first quant bytes) -> floats
+// [d0, x0, d1, x1] with one vcvtph2ps.
+inline __m128 head2_ps(const void* b0, const void* b1) {
+    int32_t h0, h1;
+    std::memcpy(&h0, b0, 4);
+    std::memcpy(&h1, b1, 4);
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(h0), h1, 1));
+}
+// zmm whose lanes 0..7 are lane 0 of v and lanes 8..15 lane 2 of v.
+inline __m512 spread02(__m128 v) {
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+// Per block pair, weight scales as [d0, c0, d1, c1] where c is the coefficient of the
+// activation's s: -8 d (Q4_0), -16 d (Q5_0), m (Q4_1, Q5_1).
+template <class F>
+__m128 wscale2(const typename F::Block& b0, const typename F::Block& b1);
+template <>
+__m128 wscale2<FmtQ4_0>(const BlockQ4_0& b0, const BlockQ4_0& b1) {
+    const __m128 d = head2_ps(&b0, &b1);
+    return _mm_mul_ps(_mm_shuffle_ps(d, d, 0xA0), _mm_setr_ps(1.0f, -8.0f, 1.0f, -8.0f));
+}
+template <>
+__m128 wscale2<FmtQ5_0>(const BlockQ5_0& b0, const BlockQ5_0& b1) {
+    const __m128 d = head2_ps(&b0, &b1);
+    return _mm_mul_ps(_mm_shuffle_ps(d, d, 0xA0), _mm_setr_ps(1.0f, -16.0f, 1.0f, -16.0f));
+}
+template <>
+__m128 wscale2<FmtQ4_1>(const BlockQ4_1& b0, const BlockQ4_1& b1) { return head2_ps(&b0, &b1); }
+template <>
+__m128 wscale2<FmtQ5_1>(const BlockQ5_1& b0, const BlockQ5_1& b1) { return head2_ps(&b0, &b1); }
+
 template <int NA>
 void dot_q8_0_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     const BlockQ8_0* w = static_cast<const BlockQ8_0*>(wv);
@@ -162,12 +191,13 @@ void dot_q8_0_512(int64_t n, const void* wv, const void* av, size_t as, float* o
         const __m512i wq = join256(loadu(w[i].qs), loadu(w[i + 1].qs));
         const __m512i wabs = _mm512_abs_epi8(wq);
         const __mmask64 neg = _mm512_movepi8_mask(wq);
-        const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);
+        const __m128 dw = head2_ps(&w[i], &w[i + 1]);  // lanes 1, 3: quant bytes, unused
         for (int t = 0; t < NA; t++) {
             __m512i aq = join256(loadu(a[t][i].qs), loadu(a[t][i + 1].qs));
             aq = _mm512_mask_sub_epi8(aq, neg, _mm512_setzero_si512(), aq);  // a * sign(w)
             const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wabs, aq);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(d0 * h2f(a[t][i].d), d1 * h2f(a[t][i + 1].d)), acc[t]);
+            const __m128 d = _mm_mul_ps(dw, head2_ps(&a[t][i], &a[t][i + 1]));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), spread02(d), acc[t]);
         }
     }
     float tail[NA];
@@ -183,28 +213,31 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
     const BlockQ8_1* a[NA];
     for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_1*>(static_cast<const char*>(av) + t * as);
     __m512 acc[NA];
-    float off[NA];
+    __m128 off[NA];  // lanes 1 and 3 accumulate c * s; lanes 0 and 2 are ignored
     for (int t = 0; t < NA; t++) {
         acc[t] = _mm512_setzero_ps();
-        off[t] = 0.0f;
+        off[t] = _mm_setzero_ps();
     }
     const int64_t nb = n / 32;
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         const __m512i q = join256(F::unpack(w[i]), F::unpack(w[i + 1]));
-        const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);
-        const float c0 = F::coef(w[i], d0), c1 = F::coef(w[i + 1], d1);
+        const __m128 ws = wscale2<F>(w[i], w[i + 1]);  // [d0, c0, d1, c1]
         for (int t = 0; t < NA; t++) {
             const __m512i aq = join256(loadu(a[t][i].qs), loadu(a[t][i + 1].qs));
             const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, aq);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), join_ps(d0 * h2f(a[t][i].d), d1 * h2f(a[t][i + 1].d)), acc[t]);
-            off[t] += c0 * h2f(a[t][i].s) + c1 * h2f(a[t][i + 1].s);
+            const __m128 ds = _mm_mul_ps(ws, head2_ps(&a[t][i], &a[t][i + 1]));  // [d0 da0, c0 s0, d1 da1, c1 s1]
+            off[t] = _mm_add_ps(off[t], ds);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), spread02(ds), acc[t]);
         }
     }
     float tail[NA];
     for (int t = 0; t < NA; t++) tail[t] = 0.0f;
     if (i < nb) dot_q_x_q8_1<F, NA>(32, w + i, a[0] + i, as, tail);
-    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) + off[t] + tail[t];
+    for (int t = 0; t < NA; t++) {
+        const float o = _mm_cvtss_f32(_mm_shuffle_ps(off[t], off[t], 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off[t], off[t], 3));
+        out[t] = _mm512_reduce_add_ps(acc[t]) + o + tail[t];
+    }
 }
 
 #define JLLM_K1(NAME, FN)                                                               \
