@@ -79,6 +79,9 @@ void BM_matmul(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(wbytes));
     state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tokens),
                                                  benchmark::Counter::kIsRate);
+    state.counters["GMAC/s"] = benchmark::Counter(
+        static_cast<double>(state.iterations()) * static_cast<double>(n_in * n_out * n_tokens) * 1e-9,
+        benchmark::Counter::kIsRate);
     state.SetLabel(std::string(type_name(type)) + " " + simd_level_name(simd_level_active()));
 }
 

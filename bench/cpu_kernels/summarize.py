@@ -20,8 +20,8 @@ def main(path):
         if b.get("run_type") != "iteration":
             continue
         runs.setdefault(b["run_name"], []).append(b)
-    print("| benchmark | threads | best GB/s | median GB/s | best tok/s |")
-    print("|---|---|---|---|---|")
+    print("| benchmark | threads | best GB/s | median GB/s | best tok/s | best GMAC/s |")
+    print("|---|---|---|---|---|---|")
     for name, reps in runs.items():
         best = max(reps, key=lambda r: r["bytes_per_second"])
         rates = sorted(r["bytes_per_second"] for r in reps)
@@ -29,14 +29,16 @@ def main(path):
         m = re.match(r"BM_matmul/type:(\d+)/n_in:(\d+)/n_out:(\d+)/n_tok:(\d+)/thr:(\d+)", name)
         if m:
             t, n_in, n_out, n_tok, thr = (int(x) for x in m.groups())
-            label = f"{TYPES.get(t, t)} {n_out}x{n_in}, {n_tok} tok"
+            label = f"{TYPES.get(t, t)} [{n_out}, {n_in}], {n_tok} tok"
         else:
             m = re.match(r"BM_read_bandwidth/thr:(\d+)", name)
             thr = int(m.group(1)) if m else 0
             label = "read bandwidth (256 MiB sum)"
         tok = best.get("tok/s")
         tok_s = f"{tok:,.0f}" if tok else "-"
-        print(f"| {label} | {thr} | {best['bytes_per_second'] / 1e9:.1f} | {med / 1e9:.1f} | {tok_s} |")
+        mac = best.get("GMAC/s")
+        mac_s = f"{mac:.1f}" if mac else "-"
+        print(f"| {label} | {thr} | {best['bytes_per_second'] / 1e9:.1f} | {med / 1e9:.1f} | {tok_s} | {mac_s} |")
 
 
 if __name__ == "__main__":
