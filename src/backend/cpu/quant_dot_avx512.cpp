@@ -70,19 +70,17 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     const BlockQ8_K* a[NA];
     for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
     __m512 acc[NA];
-    __m128 accm[NA];
+    __m256 accm[NA];
     for (int t = 0; t < NA; t++) {
         acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm_setzero_ps();
+        accm[t] = _mm256_setzero_ps();
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
     for (int64_t i = 0; i < n / QK_K; i++) {
-        uint8_t sm[16];  // scales[8], mins[8]
-        unpack_scales_mins_k4(w[i].scales, sm);
-        const __m128i sm128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm));
+        const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
         const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
-        const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm128, 8));
+        const __m256i mins = mins_dup16(sm128);
         __m512i sumi[NA];
         for (int t = 0; t < NA; t++) sumi[t] = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) {
@@ -96,12 +94,11 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
         const float dw = h2f(w[i].d), dmw = h2f(w[i].dmin);
         for (int t = 0; t < NA; t++) {
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_set1_ps(dw * a[t][i].d), acc[t]);
-            const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t][i].bsums)),
-                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t][i].bsums + 8)));
-            accm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(mins16, bs)), _mm_set1_ps(dmw * a[t][i].d), accm[t]);
+            const __m256i mm = _mm256_madd_epi16(mins, loadu(a[t][i].bsums));
+            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmw * a[t][i].d), accm[t]);
         }
     }
-    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps128(accm[t]);
+    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(accm[t]);
 }
 
 template <int NA>
