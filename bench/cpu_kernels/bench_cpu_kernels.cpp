@@ -115,7 +115,7 @@ void BM_read_bandwidth(benchmark::State& state) {
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {
-    const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_1};
+    const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_K};
     struct Shape {
         int64_t n_in, n_out, n_tokens;
     };

@@ -1,7 +1,7 @@
 // backend/cpu/quant_dot_avx512.cpp — AVX-512 (F/BW/VL) + AVX512-VNNI activation quantizers
 // and dot products. All 256-bit kernels of quant_dot_x86_kernels.inc are compiled here again
 // with vpdpbusd / vpdpwssd; the hot weight types of Q4_K_M / Q8_0 / Q4_x models (Q4_K, Q6_K,
-// Q8_0, Q4_0, Q4_1) also get full 512-bit kernels.
+// Q5_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) also get full 512-bit kernels.
 //
 // 512-bit layout tricks:
 //  - Q4_K: one 32-byte group of nibbles is broadcast to both halves of a zmm and the upper half
@@ -86,6 +86,51 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
         for (int g = 0; g < 4; g++) {
             const __m512i q = _mm512_broadcast_i64x4(loadu(w[i].qs + 32 * g));
             const __m512i v = _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), m4);  // elements 64g .. 64g+63
+            const __m512i s = _mm512_permutexvar_epi16(loadu512(kQ4KScaleIdx[g]), sc);
+            for (int t = 0; t < NA; t++) {
+                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(v, loadu512(a[t][i].qs + 64 * g)), s);
+            }
+        }
+        const float dw = h2f(w[i].d), dmw = h2f(w[i].dmin);
+        for (int t = 0; t < NA; t++) {
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_set1_ps(dw * a[t][i].d), acc[t]);
+            const __m256i mm = _mm256_madd_epi16(mins, loadu(a[t][i].bsums));
+            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmw * a[t][i].d), accm[t]);
+        }
+    }
+    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(accm[t]);
+}
+
+// Q5_K: as Q4_K, plus the fifth bit: qh is broadcast to both halves once per super-block and
+// bit 2g (lower half) / 2g + 1 (upper half) of each byte tested into a byte mask.
+template <int NA>
+void dot_q5_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
+    const BlockQ5_K* w = static_cast<const BlockQ5_K*>(wv);
+    const BlockQ8_K* a[NA];
+    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
+    __m512 acc[NA];
+    __m256 accm[NA];
+    for (int t = 0; t < NA; t++) {
+        acc[t] = _mm512_setzero_ps();
+        accm[t] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
+        const __m256i mins = mins_dup16(sm128);
+        const __m512i qh = _mm512_broadcast_i64x4(loadu(w[i].qh));
+        __m512i sumi[NA];
+        for (int t = 0; t < NA; t++) sumi[t] = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            const __m512i q = _mm512_broadcast_i64x4(loadu(w[i].qs + 32 * g));
+            const __m512i bits = join256(_mm256_set1_epi8(static_cast<char>(1 << (2 * g))),
+                                         _mm256_set1_epi8(static_cast<char>(1 << (2 * g + 1))));
+            const __mmask64 hb = _mm512_test_epi8_mask(qh, bits);
+            const __m512i lo4 = _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), m4);
+            const __m512i v = _mm512_mask_add_epi8(lo4, hb, lo4, b4);  // elements 64g .. 64g+63, 0..31
             const __m512i s = _mm512_permutexvar_epi16(loadu512(kQ4KScaleIdx[g]), sc);
             for (int t = 0; t < NA; t++) {
                 sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(v, loadu512(a[t][i].qs + 64 * g)), s);
@@ -252,6 +297,7 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
         }                                                                               \
     };
 JLLM_K1(KQ4_K_512, dot_q4_k_512)
+JLLM_K1(KQ5_K_512, dot_q5_k_512)
 JLLM_K1(KQ6_K_512, dot_q6_k_512)
 JLLM_K1(KQ8_0_512, dot_q8_0_512)
 JLLM_K2(KQ4_0_512, dot_q_x_q8_1_512, FmtQ4_0)
@@ -284,7 +330,7 @@ VecDotFn vec_dot_avx512(GgmlType w_type) {
         case GgmlType::Q2_K: return &by_n_act<KQ2_K>;
         case GgmlType::Q3_K: return &by_n_act<KQ3_K>;
         case GgmlType::Q4_K: return &by_n_act<KQ4_K_512>;
-        case GgmlType::Q5_K: return &by_n_act<KQ5_K>;
+        case GgmlType::Q5_K: return &by_n_act<KQ5_K_512>;
         case GgmlType::Q6_K: return &by_n_act<KQ6_K_512>;
         case GgmlType::F32: return &by_n_act<KF32>;
         case GgmlType::F16: return &by_n_act<KF16>;
