@@ -114,6 +114,73 @@ void BM_read_bandwidth(benchmark::State& state) {
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(ROTATE_BYTES));
 }
 
+// Every matmul of one forward pass of qwen3-0.6b Q4_K_M (n_embd 1024, 28 layers, 16 / 8 heads
+// of 128, n_ff 3072, tied Q6_K output [151936, 1024]; attn_v and ffn_down Q6_K in every other
+// layer), Q/K/V and gate/up fused, logits for the last token only. Everything else of the
+// forward pass (norms, RoPE, attention, SwiGLU) is left out, so this is an upper bound on
+// the engine's tok/s at these thread counts. args: n_tokens, threads
+void BM_qwen3_0p6b_matmuls(benchmark::State& state) {
+    const int64_t n_tokens = state.range(0);
+    ThreadPool& pool = pool_for(static_cast<int>(state.range(1)));
+    constexpr int64_t n_embd = 1024, n_q = 2048, n_kv = 1024, n_ff = 3072, n_vocab = 151936, n_layer = 28;
+    std::mt19937 rng(7);
+    struct Layer {
+        std::vector<uint8_t> q, k, v, o, gate, up, down;
+        MatmulWeight wq, wk, wv, wo, wg, wu, wd;
+    };
+    auto make = [&](std::vector<uint8_t>& buf, GgmlType t, int64_t n_in, int64_t n_out) {
+        buf = random_weights(t, n_in, n_out, rng);
+        return MatmulWeight{buf.data(), t, n_in, n_out};
+    };
+    static std::vector<Layer> layers;  // built once (~395 MB), shared by all runs
+    static std::vector<uint8_t> out_buf;
+    static MatmulWeight w_out;
+    if (layers.empty()) {
+        layers.resize(n_layer);
+        for (int il = 0; il < n_layer; il++) {
+            Layer& L = layers[static_cast<size_t>(il)];
+            const GgmlType more = il % 2 == 0 ? GgmlType::Q6_K : GgmlType::Q4_K;
+            L.wq = make(L.q, GgmlType::Q4_K, n_embd, n_q);
+            L.wk = make(L.k, GgmlType::Q4_K, n_embd, n_kv);
+            L.wv = make(L.v, more, n_embd, n_kv);
+            L.wo = make(L.o, GgmlType::Q4_K, n_q, n_embd);
+            L.wg = make(L.gate, GgmlType::Q4_K, n_embd, n_ff);
+            L.wu = make(L.up, GgmlType::Q4_K, n_embd, n_ff);
+            L.wd = make(L.down, more, n_ff, n_embd);
+        }
+        w_out = make(out_buf, GgmlType::Q6_K, n_embd, n_vocab);
+    }
+    size_t weight_bytes = out_buf.size();
+    for (const Layer& L : layers)
+        weight_bytes += L.q.size() + L.k.size() + L.v.size() + L.o.size() + L.gate.size() + L.up.size() + L.down.size();
+    std::normal_distribution<float> nd;
+    std::vector<float> x(static_cast<size_t>(n_tokens * n_ff));  // [n_tokens, <= n_ff] inputs
+    for (float& v : x) v = nd(rng);
+    std::vector<float> yq(static_cast<size_t>(n_tokens * n_q)), yk(static_cast<size_t>(n_tokens * n_kv)),
+        yv(static_cast<size_t>(n_tokens * n_kv)), yo(static_cast<size_t>(n_tokens * n_embd)),
+        yg(static_cast<size_t>(n_tokens * n_ff)), yu(static_cast<size_t>(n_tokens * n_ff)),
+        yd(static_cast<size_t>(n_tokens * n_embd)), logits(static_cast<size_t>(n_vocab));
+    std::vector<uint8_t> scratch(matmul_scratch_size(GgmlType::Q4_K, n_ff, n_tokens) + 64);
+    for (auto _ : state) {
+        for (const Layer& L : layers) {
+            const MatmulWeight qkv[3] = {L.wq, L.wk, L.wv};
+            float* const yqkv[3] = {yq.data(), yk.data(), yv.data()};
+            matmul_multi_cpu(pool, qkv, 3, x.data(), n_tokens, yqkv, scratch.data(), scratch.size());
+            matmul_cpu(pool, L.wo, x.data(), n_tokens, yo.data(), scratch.data(), scratch.size());
+            const MatmulWeight gu[2] = {L.wg, L.wu};
+            float* const ygu[2] = {yg.data(), yu.data()};
+            matmul_multi_cpu(pool, gu, 2, x.data(), n_tokens, ygu, scratch.data(), scratch.size());
+            matmul_cpu(pool, L.wd, x.data(), n_tokens, yd.data(), scratch.data(), scratch.size());
+        }
+        matmul_cpu(pool, w_out, x.data(), 1, logits.data(), scratch.data(), scratch.size());
+        benchmark::DoNotOptimize(logits.data());
+    }
+    state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tokens),
+                                                 benchmark::Counter::kIsRate);
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
+    state.SetLabel(std::string("matmuls only, ") + simd_level_name(simd_level_active()));
+}
+
 void matmul_args(benchmark::internal::Benchmark* b) {
     const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_K};
     struct Shape {
@@ -133,4 +200,10 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 // keeps the fastest repetition (the least disturbed by other jobs).
 BENCHMARK(BM_read_bandwidth)->Arg(1)->Arg(2)->ArgName("thr")->UseRealTime()->MinTime(0.3);
 BENCHMARK(BM_matmul)->Apply(matmul_args)->UseRealTime()->MinTime(0.2);
+BENCHMARK(BM_qwen3_0p6b_matmuls)
+    ->ArgsProduct({{1, 33, 512}, {1, 2}})
+    ->ArgNames({"n_tok", "thr"})
+    ->UseRealTime()
+    ->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -30,6 +30,10 @@ def main(path):
         if m:
             t, n_in, n_out, n_tok, thr = (int(x) for x in m.groups())
             label = f"{TYPES.get(t, t)} [{n_out}, {n_in}], {n_tok} tok"
+        elif name.startswith("BM_qwen3"):
+            m = re.match(r"BM_qwen3_0p6b_matmuls/n_tok:(\d+)/thr:(\d+)", name)
+            n_tok, thr = (int(x) for x in m.groups())
+            label = f"qwen3-0.6b Q4_K_M, all matmuls, {n_tok} tok"
         else:
             m = re.match(r"BM_read_bandwidth/thr:(\d+)", name)
             thr = int(m.group(1)) if m else 0
