@@ -180,7 +180,7 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
         for (int t = 0; t < NA; t++) {
             // q was stored +32: subtract 32 * sum_j sc_j * bsum_j.
             const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc256, loadu(a[t][i].bsums)), 5);
-            const __m512i s = _mm512_sub_epi32(sumi[t], _mm512_zextsi256_si512(off));
+            const __m512i s = _mm512_sub_epi32(sumi[t], _mm512_inserti64x4(_mm512_setzero_si512(), off, 0));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dw * a[t][i].d), acc[t]);
         }
     }
