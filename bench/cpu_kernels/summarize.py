@@ -4,7 +4,7 @@ weights GB/s and tokens/s from the fastest repetition of each benchmark (the one
 disturbed on a shared machine), next to the median.
 
     bench_cpu_kernels --benchmark_repetitions=5 --benchmark_format=json > out.json
-    python3 bench/cpu_kernels/summarize.py out.json
+    python3 bench/cpu_kernels/summarize.py out.json [more.json ...]   # best over all files
 """
 import json
 import re
@@ -13,13 +13,13 @@ import sys
 TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K"}
 
 
-def main(path):
-    data = json.load(open(path))
+def main(paths):
     runs = {}
-    for b in data["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
-        runs.setdefault(b["run_name"], []).append(b)
+    for path in paths:
+        for b in json.load(open(path))["benchmarks"]:
+            if b.get("run_type") != "iteration":
+                continue
+            runs.setdefault(b["run_name"], []).append(b)
     print("| benchmark | threads | best GB/s | median GB/s | best tok/s | best GMAC/s |")
     print("|---|---|---|---|---|---|")
     for name, reps in runs.items():
@@ -46,4 +46,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])
