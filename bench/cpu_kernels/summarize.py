@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns bench_cpu_kernels JSON (run with --benchmark_repetitions=N) into a markdown table:
 weights GB/s and tokens/s from the fastest repetition of each benchmark (the one least
-disturbed on a shared machine), next to the median.
+disturbed on a shared machine), next to the median. For 1-thread rows the last column
+rescales the best repetition by its CPU time instead of wall time: what the kernel does while
+it actually holds a core, which other jobs on the machine disturb much less.
 
     bench_cpu_kernels --benchmark_repetitions=5 --benchmark_format=json > out.json
     python3 bench/cpu_kernels/summarize.py out.json [more.json ...]   # best over all files
@@ -20,8 +22,8 @@ def main(paths):
             if b.get("run_type") != "iteration":
                 continue
             runs.setdefault(b["run_name"], []).append(b)
-    print("| benchmark | threads | best GB/s | median GB/s | best tok/s | best GMAC/s |")
-    print("|---|---|---|---|---|---|")
+    print("| benchmark | threads | best GB/s | median GB/s | best tok/s | best GMAC/s | 1 thread, per CPU-second |")
+    print("|---|---|---|---|---|---|---|")
     for name, reps in runs.items():
         best = max(reps, key=lambda r: r["bytes_per_second"])
         rates = sorted(r["bytes_per_second"] for r in reps)
@@ -42,7 +44,15 @@ def main(paths):
         tok_s = f"{tok:,.0f}" if tok else "-"
         mac = best.get("GMAC/s")
         mac_s = f"{mac:.1f}" if mac else "-"
-        print(f"| {label} | {thr} | {best['bytes_per_second'] / 1e9:.1f} | {med / 1e9:.1f} | {tok_s} | {mac_s} |")
+        cpu_s = "-"
+        if thr == 1 and best.get("cpu_time"):
+            f = best["real_time"] / best["cpu_time"]
+            cpu_s = f"{best['bytes_per_second'] * f / 1e9:.1f}"
+            if tok:
+                cpu_s += f", {tok * f:,.0f} tok/s"
+            if mac:
+                cpu_s += f", {mac * f:.0f} GMAC/s"
+        print(f"| {label} | {thr} | {best['bytes_per_second'] / 1e9:.1f} | {med / 1e9:.1f} | {tok_s} | {mac_s} | {cpu_s} |")
 
 
 if __name__ == "__main__":
