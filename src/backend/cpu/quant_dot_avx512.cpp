@@ -187,38 +187,11 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// Two blocks' leading 32 bits (fp16 d, then fp16 s / m or the first quant bytes) -> floats
-// [d0, x0, d1, x1] with one vcvtph2ps.
-inline __m128 head2_ps(const void* b0, const void* b1) {
-    int32_t h0, h1;
-    std::memcpy(&h0, b0, 4);
-    std::memcpy(&h1, b1, 4);
-    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(h0), h1, 1));
-}
 // zmm whose lanes 0..7 are lane 0 of v and lanes 8..15 lane 2 of v.
 inline __m512 spread02(__m128 v) {
     const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
 }
-
-// Per block pair, weight scales as [d0, c0, d1, c1] where c is the coefficient of the
-// activation's s: -8 d (Q4_0), -16 d (Q5_0), m (Q4_1, Q5_1).
-template <class F>
-__m128 wscale2(const typename F::Block& b0, const typename F::Block& b1);
-template <>
-__m128 wscale2<FmtQ4_0>(const BlockQ4_0& b0, const BlockQ4_0& b1) {
-    const __m128 d = head2_ps(&b0, &b1);
-    return _mm_mul_ps(_mm_shuffle_ps(d, d, 0xA0), _mm_setr_ps(1.0f, -8.0f, 1.0f, -8.0f));
-}
-template <>
-__m128 wscale2<FmtQ5_0>(const BlockQ5_0& b0, const BlockQ5_0& b1) {
-    const __m128 d = head2_ps(&b0, &b1);
-    return _mm_mul_ps(_mm_shuffle_ps(d, d, 0xA0), _mm_setr_ps(1.0f, -16.0f, 1.0f, -16.0f));
-}
-template <>
-__m128 wscale2<FmtQ4_1>(const BlockQ4_1& b0, const BlockQ4_1& b1) { return head2_ps(&b0, &b1); }
-template <>
-__m128 wscale2<FmtQ5_1>(const BlockQ5_1& b0, const BlockQ5_1& b1) { return head2_ps(&b0, &b1); }
 
 template <int NA>
 void dot_q8_0_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
@@ -276,10 +249,7 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
     float tail[NA];
     for (int t = 0; t < NA; t++) tail[t] = 0.0f;
     if (i < nb) dot_q_x_q8_1<F, NA>(32, w + i, a[0] + i, as, tail);
-    for (int t = 0; t < NA; t++) {
-        const float o = _mm_cvtss_f32(_mm_shuffle_ps(off[t], off[t], 1)) + _mm_cvtss_f32(_mm_shuffle_ps(off[t], off[t], 3));
-        out[t] = _mm512_reduce_add_ps(acc[t]) + o + tail[t];
-    }
+    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) + sum_lanes13(off[t]) + tail[t];
 }
 
 #define JLLM_K1(NAME, FN)                                                               \
