@@ -44,8 +44,10 @@ ThreadPool::~ThreadPool() {
 // Claims and runs chunks of job `gen` until none is left or a newer job replaced it.
 void ThreadPool::work(uint64_t gen, int thread_id) {
     const Job& job = jobs_[gen & 1];
-    const int64_t n = job.n_tasks;
-    const int64_t chunk = job.chunk;
+    const TaskFn fn = job.fn.load(std::memory_order_acquire);
+    void* const ctx = job.ctx.load(std::memory_order_acquire);
+    const int64_t n = job.n_tasks.load(std::memory_order_acquire);
+    const int64_t chunk = job.chunk.load(std::memory_order_acquire);
     const uint64_t mask = (uint64_t{1} << CLAIM_BITS) - 1;
     uint64_t c = claim_.load();
     for (;;) {
@@ -54,7 +56,7 @@ void ThreadPool::work(uint64_t gen, int thread_id) {
         if (b >= n) return;
         const int64_t e = std::min(n, b + chunk);
         if (!claim_.compare_exchange_weak(c, c + static_cast<uint64_t>(e - b))) continue;
-        job.fn(job.ctx, b, e, thread_id);
+        fn(ctx, b, e, thread_id);
         done_.fetch_add(e - b, std::memory_order_release);
         c = claim_.load();
     }
@@ -89,10 +91,10 @@ void ThreadPool::run(int64_t n_tasks, int64_t chunk, TaskFn fn, void* ctx) {
     }
     const uint64_t gen = generation_.load() + 1;
     Job& job = jobs_[gen & 1];
-    job.fn = fn;
-    job.ctx = ctx;
-    job.n_tasks = n_tasks;
-    job.chunk = chunk;
+    job.fn.store(fn, std::memory_order_release);
+    job.ctx.store(ctx, std::memory_order_release);
+    job.n_tasks.store(n_tasks, std::memory_order_release);
+    job.chunk.store(chunk, std::memory_order_release);
     done_.store(0);
     claim_.store((gen & ((uint64_t{1} << (64 - CLAIM_BITS)) - 1)) << CLAIM_BITS);
     generation_.store(gen);  // seq_cst: publishes the job

@@ -53,11 +53,14 @@ private:
 
     // The current job. Two slots: job g lives in slot g & 1, so a worker that wakes late can
     // still read job g's fields while the caller sets up job g + 1.
+    // Fields are atomics (release stores, acquire loads) because a worker that wakes very late
+    // may read a slot while it is being refilled two jobs later; it then fails the claim check
+    // and never uses what it read, but the read itself must not be a data race.
     struct Job {
-        TaskFn fn = nullptr;
-        void* ctx = nullptr;
-        int64_t n_tasks = 0;
-        int64_t chunk = 1;
+        std::atomic<TaskFn> fn{nullptr};
+        std::atomic<void*> ctx{nullptr};
+        std::atomic<int64_t> n_tasks{0};
+        std::atomic<int64_t> chunk{1};
     };
     Job jobs_[2];
 

@@ -10,8 +10,10 @@
 #include <cpuid.h>
 #endif
 #if defined(__aarch64__) && defined(__linux__)
-#include <asm/hwcap.h>
 #include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)  // Linux arm64 hwcap bit of the dot-product instructions
+#endif
 #endif
 
 namespace jllm {
@@ -71,9 +73,10 @@ SimdLevel best_supported() {
     return SimdLevel::Scalar;
 }
 
-SimdLevel resolve_active() {
+}  // namespace
+
+SimdLevel simd_level_from_env(const char* env) {
     const SimdLevel best = best_supported();
-    const char* env = std::getenv("JLLM_CPU_SIMD");
     if (env == nullptr || *env == '\0') return best;
     SimdLevel want;
     if (std::strcmp(env, "scalar") == 0) {
@@ -97,8 +100,6 @@ SimdLevel resolve_active() {
                  simd_level_name(got));
     return got;
 }
-
-}  // namespace
 
 const char* simd_level_name(SimdLevel level) {
     switch (level) {
@@ -132,7 +133,7 @@ bool simd_level_supported(SimdLevel level) {
 }
 
 SimdLevel simd_level_active() {
-    static const SimdLevel level = resolve_active();
+    static const SimdLevel level = simd_level_from_env(std::getenv("JLLM_CPU_SIMD"));
     return level;
 }
 

@@ -40,4 +40,8 @@ bool simd_level_supported(SimdLevel level);
 // falls back to the best supported level below it, with a warning on stderr.
 SimdLevel simd_level_active();
 
+// The level a JLLM_CPU_SIMD value selects on this CPU (nullptr or "" = best supported); what
+// simd_level_active() applies once at start-up, exposed for tests.
+SimdLevel simd_level_from_env(const char* value);
+
 }  // namespace jllm

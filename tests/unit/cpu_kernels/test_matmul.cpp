@@ -1,9 +1,11 @@
 // tests/unit/cpu_kernels/test_matmul.cpp — matmul_cpu / matmul_multi_cpu against the float
-// reference (dequantized weights, double dot) for 1, 3 and 17 tokens, odd n_out, 1..3 threads.
+// reference (dequantized weights, double dot) for 1, 3 and 17 tokens, odd n_out, 1..3 threads,
+// at every SIMD level this machine runs.
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul.h"
 #include "kernel_test_util.h"
 
@@ -36,7 +38,8 @@ Mat random_matrix(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937& rng)
 
 void expect_matches_reference(const Mat& m, const std::vector<float>& x, int64_t n_tokens,
                               const std::vector<float>& y, const char* what) {
-    const QuantDotKernel* k = quant_dot_kernel(m.w.type);
+    // The activation format (hence the error bound) is the same at every level.
+    const QuantDotKernel* k = quant_dot_kernel(m.w.type, SimdLevel::Scalar);
     const int64_t n_in = m.w.n_in, n_out = m.w.n_out;
     for (int64_t t = 0; t < n_tokens; t++) {
         for (int64_t r = 0; r < n_out; r++) {
@@ -57,33 +60,37 @@ TEST_P(Matmul, MatchesReference) {
     const int64_t n_in = 768;  // 3 super-blocks
     const int64_t n_out = 37;
     const Mat m = random_matrix(type, n_in, n_out, rng);
-    for (int threads : {1, 2, 3}) {
-        ThreadPool pool(threads);
-        for (int64_t n_tokens : {1, 3, 17}) {
-            std::vector<float> x;
-            for (int64_t t = 0; t < n_tokens; t++) {
-                std::vector<float> xt = random_activations(n_in, rng);
-                x.insert(x.end(), xt.begin(), xt.end());
-            }
-            std::vector<uint8_t> scratch(matmul_scratch_size(type, n_in, n_tokens) + 1);
-            std::vector<float> y(static_cast<size_t>(n_tokens * n_out), -1e30f);
-            matmul_cpu(pool, m.w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size());
-            expect_matches_reference(m, x, n_tokens, y, "matmul_cpu");
-            // The same numbers as one row at a time through the dot product (tiling is exact).
-            const QuantDotKernel* k = quant_dot_kernel(type);
-            const size_t arow = act_row_size(type, n_in);
-            std::vector<uint8_t> act(arow);
-            for (int64_t t = 0; t < n_tokens; t++) {
-                const void* a = x.data() + t * n_in;
-                if (k->quantize_act) {
-                    k->quantize_act(x.data() + t * n_in, act.data(), n_in);
-                    a = act.data();
+    for (SimdLevel level : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon}) {
+        if (!simd_level_supported(level)) continue;
+        const QuantDotKernel* k = quant_dot_kernel(type, level);
+        for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            for (int64_t n_tokens : {1, 3, 17}) {
+                std::vector<float> x;
+                for (int64_t t = 0; t < n_tokens; t++) {
+                    std::vector<float> xt = random_activations(n_in, rng);
+                    x.insert(x.end(), xt.begin(), xt.end());
                 }
-                for (int64_t r = 0; r < n_out; r++) {
-                    float o;
-                    k->vec_dot(n_in, m.data.data() + r * row_size(type, n_in), a, arow, 1, &o);
-                    ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], o, 1e-5 * std::fabs(o) + 1e-6)
-                        << "threads=" << threads << " n_tokens=" << n_tokens << " t=" << t << " r=" << r;
+                std::vector<uint8_t> scratch(matmul_scratch_size(type, n_in, n_tokens) + 1);
+                std::vector<float> y(static_cast<size_t>(n_tokens * n_out), -1e30f);
+                matmul_cpu(pool, m.w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size(), k);
+                expect_matches_reference(m, x, n_tokens, y, simd_level_name(level));
+                // The same numbers as one row at a time through the dot product (tiling is exact).
+                const size_t arow = act_row_size(type, n_in);
+                std::vector<uint8_t> act(arow);
+                for (int64_t t = 0; t < n_tokens; t++) {
+                    const void* a = x.data() + t * n_in;
+                    if (k->quantize_act) {
+                        k->quantize_act(x.data() + t * n_in, act.data(), n_in);
+                        a = act.data();
+                    }
+                    for (int64_t r = 0; r < n_out; r++) {
+                        float o;
+                        k->vec_dot(n_in, m.data.data() + r * row_size(type, n_in), a, arow, 1, &o);
+                        ASSERT_NEAR(y[static_cast<size_t>(t * n_out + r)], o, 1e-5 * std::fabs(o) + 1e-6)
+                            << simd_level_name(level) << " threads=" << threads << " n_tokens=" << n_tokens
+                            << " t=" << t << " r=" << r;
+                    }
                 }
             }
         }
@@ -95,7 +102,9 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Matmul,
                                          GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
                                          GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16,
                                          GgmlType::F32),
-                         [](const testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
+                         [](const testing::TestParamInfo<GgmlType>& i) {
+                             return std::string(type_name(i.param));
+                         });
 
 TEST(MatmulMulti, QkvSharedInput) {
     std::mt19937 rng(5);
@@ -126,7 +135,8 @@ TEST(MatmulMulti, QkvSharedInput) {
                 yp[i] = ys[i].data();
             }
             matmul_multi_cpu(pool, ws, n_w, x.data(), n_tokens, yp, scratch.data(), scratch.size());
-            for (int i = 0; i < n_w; i++) expect_matches_reference(*ms[i], x, n_tokens, ys[i], "matmul_multi");
+            for (int i = 0; i < n_w; i++)
+                expect_matches_reference(*ms[i], x, n_tokens, ys[i], "matmul_multi");
         }
     }
 }

@@ -183,5 +183,23 @@ TEST(CpuFeatures, ActiveLevelIsSupported) {
     std::printf("active SIMD level: %s\n", simd_level_name(simd_level_active()));
 }
 
+TEST(CpuFeatures, EnvOverride) {
+    EXPECT_EQ(simd_level_from_env("scalar"), SimdLevel::Scalar);
+    EXPECT_EQ(simd_level_from_env(nullptr), simd_level_from_env(""));
+    const SimdLevel best = simd_level_from_env(nullptr);
+    EXPECT_TRUE(simd_level_supported(best));
+    EXPECT_EQ(simd_level_from_env("no-such-level"), best);
+    if (simd_level_supported(SimdLevel::Avx2)) {
+        EXPECT_EQ(simd_level_from_env("avx2"), SimdLevel::Avx2);
+    }
+    const SimdLevel a512 = simd_level_from_env("avx512");
+    EXPECT_TRUE(simd_level_supported(a512));
+    if (simd_level_supported(SimdLevel::Avx512)) {
+        EXPECT_EQ(a512, SimdLevel::Avx512);
+    } else {
+        EXPECT_NE(a512, SimdLevel::Avx512);
+    }
+}
+
 }  // namespace
 }  // namespace jllm
