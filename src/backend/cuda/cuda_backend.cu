@@ -181,9 +181,15 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         void* base = reinterpret_cast<void*>(lo);
         // The file is mapped read-only: register it read-only where the device supports that.
         cudaError_t e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
-        if (e != cudaSuccess) {
+        if (e != cudaSuccess && e != cudaErrorHostMemoryAlreadyRegistered) {
             (void)cudaGetLastError();
             e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped);
+        }
+        // Another backend on the same file registered it already: use its registration.
+        const bool owner = e == cudaSuccess;
+        if (e == cudaErrorHostMemoryAlreadyRegistered) {
+            (void)cudaGetLastError();
+            e = cudaSuccess;
         }
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
@@ -194,7 +200,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
             log_msg(LogLevel::Warn, "cuda: cudaHostRegister failed (%s); copying the weights", cudaGetErrorName(e));
             mapped_ = false;
         } else {
-            registered_ = base;
+            if (owner) registered_ = base;
             void* dbase = nullptr;
             JLLM_CUDA_CHECK(cudaHostGetDevicePointer(&dbase, base, 0));
             for (const WeightTensor* w : all) {
