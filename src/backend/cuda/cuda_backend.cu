@@ -9,7 +9,7 @@
 //   KV, per layer: k, v [n_ctx][n_head_kv][head_dim] int8 (or fp16); k_scale, v_scale
 //   [n_ctx][n_head_kv] fp16 (INT8 only) — the canonical layout, so read_kv/write_kv are copies.
 //   Activations [n_batch][width]: x, h [n_embd], q, att [n_head*head_dim], k, v
-//   [n_head_kv*head_dim], g [n_ff]; logits [LOGIT_ROWS][n_vocab]; tokens [n_batch] int32;
+//   [n_head_kv*head_dim], g [n_ff] (and u [n_ff] when gate and up differ in type); logits [LOGIT_ROWS][n_vocab]; tokens [n_batch] int32;
 //   attention split work [n_head][max_split][head_dim + 2].
 // Nothing is allocated in forward().
 #include <algorithm>
@@ -132,7 +132,8 @@ private:
     int n_ctx_ = 0, n_batch_ = 1, max_split_ = 1;
     KvType kv_type_ = KvType::Int8;
     std::vector<DevKv> kv_;
-    float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *g_ = nullptr;
+    float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *g_ = nullptr,
+          *u_ = nullptr;
     float* logits_dev_ = nullptr;
     float* attn_work_ = nullptr;
     int32_t* tokens_dev_ = nullptr;
@@ -302,6 +303,9 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     v_ = fbuf(B * c_.kv_dim());
     att_ = fbuf(B * c_.q_dim());
     g_ = fbuf(B * c_.n_ff);
+    const bool mixed_ffn = std::any_of(layers_.begin(), layers_.end(),
+                                       [](const DevLayer& l) { return l.w_gate.type != l.w_up.type; });
+    if (mixed_ffn) u_ = fbuf(B * c_.n_ff);
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
     max_split_ = std::max(1, (n_ctx + cuda::ATTN_SPLIT_KEYS - 1) / cuda::ATTN_SPLIT_KEYS);
     attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
@@ -407,7 +411,13 @@ void CudaBackend::run_layers(const int32_t* tokens, int n_tokens, int pos0) {
         matmul(L.wo, att_, n_tokens, x_, MatOut::Add);
         tap("attn_res", il, x_, n_tokens, E);
         cuda::launch_rmsnorm(x_, L.ffn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
-        matmul(L.w_gate, h_, n_tokens, g_, MatOut::SwiGLU, &L.w_up);
+        if (L.w_gate.type == L.w_up.type) {
+            matmul(L.w_gate, h_, n_tokens, g_, MatOut::SwiGLU, &L.w_up);
+        } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
+            matmul(L.w_gate, h_, n_tokens, g_, MatOut::Store);
+            matmul(L.w_up, h_, n_tokens, u_, MatOut::Store);
+            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
+        }
         matmul(L.w_down, g_, n_tokens, x_, MatOut::Add);
         tap("out", il, x_, n_tokens, E);
     }

@@ -35,7 +35,8 @@ void synchronize();
 enum class MatOut {
     Store,   // y = W x
     Add,     // y += W x (residual add fused)
-    SwiGLU,  // y = silu(W x) * (W2 x): W is the gate, W2 the up projection (same type/shape)
+    SwiGLU,  // y = silu(W x) * (W2 x): W is the gate, W2 the up projection (same type and shape;
+             // otherwise two Store products and launch_swiglu)
 };
 bool matmul_type_supported(GgmlType type);
 // Decode GEMV: n_tok <= GEMV_MAX_TOKENS; a warp per row, the weight read once for all tokens.
@@ -50,6 +51,10 @@ void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, i
                    int n_tok, float* y, MatOut out, void* stream);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
+
+// ---- SwiGLU when gate and up differ in type: y[i] = silu(g[i]) * u[i]; y may alias g ----
+void launch_swiglu(const float* g, const float* u, float* y, int64_t n, void* stream);
+void swiglu_ref(const float* g, const float* u, float* y, int64_t n);
 
 // ---- embedding: out[n_tok][n_embd] = dequantized rows tokens[t] of table [n_vocab][n_embd] ----
 // tokens: device int32 [n_tok]. Ids outside [0, n_vocab) give rows of NaN (the host checks ids).

@@ -37,6 +37,10 @@ void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int6
     }
 }
 
+void swiglu_ref(const float* g, const float* u, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
 void embed_ref(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens, int n_tok,
                float* out) {
     const size_t rb = row_size(type, n_embd);

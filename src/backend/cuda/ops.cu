@@ -99,6 +99,24 @@ void launch_rmsnorm(const float* x, const float* w, float* y, int n_rows, int64_
     JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm");
 }
 
+// ---------------------------------------------------------------- SwiGLU
+
+namespace {
+
+// g, u, y: [n]
+__global__ void kernel_swiglu(const float* g, const float* __restrict__ u, float* y, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+}  // namespace
+
+void launch_swiglu(const float* g, const float* u, float* y, int64_t n, void* stream) {
+    JLLM_ASSERT(n >= 1);
+    kernel_swiglu<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(g, u, y, n);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_swiglu");
+}
+
 // ---------------------------------------------------------------- bias, Q/K-norm, RoPE, KV store
 
 namespace {
