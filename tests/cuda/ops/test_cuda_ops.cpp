@@ -5,6 +5,7 @@
 //     accumulation in any order against an fp64 sum of the same dequantized weights);
 //   embedding: bit-exact (dequantization is exact, quant_ref.cpp);
 //   RMSNorm: |gpu - ref| <= 1e-5 * |ref| + 1e-6 (fp32 vs fp64 sum of squares);
+//   SwiGLU: 1e-6 relative (expf vs std::exp);
 //   Q/K/V post (bias, Q/K-norm, RoPE): 2e-5 relative to the head's max |x|; INT8 KV: fp16
 //     scales within 1 ulp and values within 1 step, fewer than 1% off by one (rounding ties
 //     move with the last bit of the input); FP16 KV within 1 fp16 ulp;
@@ -175,6 +176,24 @@ TEST(CudaOps, MatmulDispatchesBySize) {
                             nullptr);
         const std::vector<float> got = dy.download();
         for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-3 * (1.0 + std::fabs(ref[i]))) << i;
+    }
+}
+
+TEST(CudaOps, SwiGluElementwise) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(3);
+    for (int64_t n : {1, 255, 256, 1000, 70001}) {
+        const std::vector<float> g = randn(static_cast<size_t>(n), rng, 4.0f), u = randn(static_cast<size_t>(n), rng);
+        std::vector<float> ref(g.size());
+        cuda::swiglu_ref(g.data(), u.data(), ref.data(), n);
+        DevBuf<float> dg(g), du(u), dy(g.size());
+        dy.poison();
+        cuda::launch_swiglu(dg.get(), du.get(), dy.get(), n, nullptr);
+        std::vector<float> got = dy.download();
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
+        cuda::launch_swiglu(dg.get(), du.get(), dg.get(), n, nullptr);  // in place, as the backend runs it
+        got = dg.download();
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
     }
 }
 
