@@ -48,9 +48,11 @@ note "unpacked $n_deb .debs into $prefix"
     git log -1 --oneline || true
 } > "$outdir/machine.txt" 2>&1
 
-# ---- configure and build
+# ---- configure and build (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 reading the packages' older
+# config files; CMake 3 ignores it)
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJLLM_DEPS_PREFIX="$prefix" \
-        -DJLLM_CUDA=ON -DJLLM_CUDA_ARCHS=90 -DJLLM_BUILD_SERVER=OFF > "$outdir/configure.log" 2>&1; then
+        -DJLLM_CUDA=ON -DJLLM_CUDA_ARCHS=90 -DJLLM_BUILD_SERVER=OFF \
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > "$outdir/configure.log" 2>&1; then
     note "configure: ok"
 else
     note "configure: FAILED (see configure.log)"
