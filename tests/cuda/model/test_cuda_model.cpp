@@ -10,8 +10,8 @@
 //   - the on-GPU argmax equals the argmax of the GPU's logits;
 //   - the KV snapshot (read_kv) has the canonical size and round-trips through write_kv.
 // Without a GPU, the CUDA backend's step sequence run with the kernels' CPU twins (cuda_ops.h
-// _ref) is checked against the CPU backend by the same bounds, so the op order and the twins
-// are exercised in CI too.
+// _ref) is checked against the CPU backend by the same bounds and the same schedule, so the op
+// order and the twins are exercised in CI too, and its errors predict the GPU test's.
 // Debug mode: JLLM_CUDA_MODEL_DUMP=1 prints every named per-layer activation's relative error
 // (both backends' taps), pinning a divergence to one layer; the per-layer test always checks
 // them against a bound.
@@ -198,6 +198,35 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
     EXPECT_GT(checked, n_pos / 2) << label << ": the top-1 criterion must be exercised";
 }
 
+// The teacher-forcing schedule both the GPU test and the twin test run: a 40-token prefill
+// (GEMM, prefill attention, logits in two passes), one 3-token batch (the multi-token GEMV),
+// then single-token decodes (GEMV, decode attention) up to 64 positions. `fwd(tokens, n, pos0,
+// logits)` writes the logits of all n tokens.
+constexpr int TF_POS = 64, TF_PREFILL = 40, TF_SMALL = 3, TF_CTX = 128, TF_BATCH = 48;
+
+std::vector<int32_t> schedule_tokens(int64_t n_vocab) {
+    std::mt19937 rng(99);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(n_vocab - 1));
+    std::vector<int32_t> tokens(TF_POS);
+    for (int32_t& t : tokens) t = tok(rng);
+    return tokens;
+}
+
+template <typename Fwd>
+std::vector<float> run_schedule(const std::vector<int32_t>& tokens, int64_t V, Fwd&& fwd) {
+    std::vector<float> logits(static_cast<size_t>(TF_POS) * V, NAN);
+    fwd(tokens.data(), TF_PREFILL, 0, logits.data());
+    fwd(&tokens[TF_PREFILL], TF_SMALL, TF_PREFILL, logits.data() + TF_PREFILL * V);
+    for (int p = TF_PREFILL + TF_SMALL; p < TF_POS; ++p) fwd(&tokens[p], 1, p, logits.data() + p * V);
+    return logits;
+}
+
+auto backend_fwd(Backend& b) {
+    return [&b](const int32_t* t, int n, int pos0, float* out) {
+        b.forward(t, n, pos0, n == 1 ? LogitsMode::Last : LogitsMode::All, out);
+    };
+}
+
 struct ModelCase {
     const char* arch;
     KvType kv;
@@ -211,9 +240,7 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
     REQUIRE_GPU();
     const ModelCase mc = GetParam();
     const auto m = make_model(mc.arch, 17, mc.f16_weights);
-    // 40-token prefill (GEMM, prefill attention, logits in two passes), one 3-token batch (the
-    // multi-token GEMV), then single-token decodes (GEMV, decode attention).
-    const int n_ctx = 128, n_batch = 48, n_pos = 64, n_prefill = 40, n_small = 3;
+    const int n_ctx = TF_CTX, n_batch = TF_BATCH, n_pos = TF_POS;
     const int64_t V = m->config.n_vocab;
     auto cpu = create_cpu_backend(m->config, 2);
     auto gpu = create_cuda_backend(m->config);
@@ -230,20 +257,9 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
     cpu->allocate(n_ctx, n_batch, mc.kv);
     gpu->allocate(n_ctx, n_batch, mc.kv);
 
-    std::mt19937 rng(99);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-    std::vector<int32_t> tokens(n_pos);
-    for (int32_t& t : tokens) t = tok(rng);
-
-    std::vector<float> lc(static_cast<size_t>(n_pos) * V), lg(lc.size(), NAN);
-    cpu->forward(tokens.data(), n_prefill, 0, LogitsMode::All, lc.data());
-    gpu->forward(tokens.data(), n_prefill, 0, LogitsMode::All, lg.data());
-    cpu->forward(&tokens[n_prefill], n_small, n_prefill, LogitsMode::All, lc.data() + n_prefill * V);
-    gpu->forward(&tokens[n_prefill], n_small, n_prefill, LogitsMode::All, lg.data() + n_prefill * V);
-    for (int p = n_prefill + n_small; p < n_pos; ++p) {
-        cpu->forward(&tokens[p], 1, p, LogitsMode::Last, lc.data() + p * V);
-        gpu->forward(&tokens[p], 1, p, LogitsMode::Last, lg.data() + p * V);
-    }
+    const std::vector<int32_t> tokens = schedule_tokens(V);
+    const std::vector<float> lc = run_schedule(tokens, V, backend_fwd(*cpu));
+    const std::vector<float> lg = run_schedule(tokens, V, backend_fwd(*gpu));
     check_logits(lc, lg, n_pos, V, mc.f16_weights,
                  std::string(mc.arch) + (mc.kv == KvType::Int8 ? " int8" : " fp16") +
                      (mc.placement == WeightPlacement::Mapped ? " mapped" : " copy") +
@@ -392,23 +408,16 @@ TEST(CudaModelTwins, TwinSequenceMatchesCpuBackend) {
         for (KvType kv : {KvType::Int8, KvType::Fp16}) {
             SCOPED_TRACE(std::string(arch) + (kv == KvType::Int8 ? " int8" : " fp16") + (f16w ? " f16-weights" : ""));
             const auto m = make_model(arch, 17, f16w);
-            const int n_pos = 40, n_prefill = 16;
             const int64_t V = m->config.n_vocab;
             auto cpu = create_cpu_backend(m->config, 2);
             cpu->bind_weights(m->weights, WeightPlacement::Auto);
-            cpu->allocate(64, 16, kv);
-            TwinForward twin(*m, 64, kv);
-            std::mt19937 rng(5);
-            std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-            std::vector<int32_t> tokens(n_pos);
-            for (int32_t& t : tokens) t = tok(rng);
-            std::vector<float> lc(static_cast<size_t>(n_pos) * V), lt(lc.size());
-            cpu->forward(tokens.data(), n_prefill, 0, LogitsMode::All, lc.data());
-            twin.forward(tokens.data(), n_prefill, 0, lt.data());
-            for (int p = n_prefill; p < n_pos; ++p) {
-                cpu->forward(&tokens[p], 1, p, LogitsMode::Last, lc.data() + p * V);
-                twin.forward(&tokens[p], 1, p, lt.data() + p * V);
-            }
+            cpu->allocate(TF_CTX, TF_BATCH, kv);
+            TwinForward twin(*m, TF_CTX, kv);
+            const std::vector<int32_t> tokens = schedule_tokens(V);
+            const std::vector<float> lc = run_schedule(tokens, V, backend_fwd(*cpu));
+            const std::vector<float> lt = run_schedule(
+                tokens, V, [&](const int32_t* t, int n, int pos0, float* out) { twin.forward(t, n, pos0, out); });
+            const int n_pos = TF_POS;
             check_logits(lc, lt, n_pos, V, f16w,
                          std::string("twin ") + arch + (kv == KvType::Int8 ? " int8" : " fp16") +
                              (f16w ? " f16-weights" : ""));
