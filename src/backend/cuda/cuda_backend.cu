@@ -12,6 +12,8 @@
 //   [n_head_kv*head_dim], g [n_ff] (and u [n_ff] when gate and up differ in type); logits [LOGIT_ROWS][n_vocab]; tokens [n_batch] int32;
 //   attention split work [n_head][max_split][head_dim + 2].
 // Nothing is allocated in forward().
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -176,7 +178,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
             lo = std::min(lo, reinterpret_cast<uintptr_t>(w->data));
             hi = std::max(hi, reinterpret_cast<uintptr_t>(w->data) + static_cast<uintptr_t>(w->nbytes));
         }
-        const uintptr_t page = 4096;
+        const uintptr_t page = static_cast<uintptr_t>(std::max(4096L, sysconf(_SC_PAGESIZE)));
         lo &= ~(page - 1);
         hi = (hi + page - 1) & ~(page - 1);
         void* base = reinterpret_cast<void*>(lo);
