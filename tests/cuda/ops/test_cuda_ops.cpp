@@ -496,6 +496,9 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
         run_attn_case({kv, 128, 16, 8, 1, 1000, 8}, rng);   // decode split over 4 ranges
         run_attn_case({kv, 64, 4, 2, 1, 2047, 3}, rng);     // more ranges wanted than allowed
         run_attn_case({kv, 96, 4, 4, 1, 513, 64}, rng);     // head_dim 96, split 3, last split short
+        run_attn_case({kv, 64, 12, 4, 23, 40, 1}, rng);     // group 3: 5 tokens per block, partial last tile
+        run_attn_case({kv, 256, 32, 2, 3, 70, 1}, rng);     // group 16, largest head: > 48 KB shared memory
+        run_attn_case({kv, 128, 32, 1, 1, 700, 4}, rng);    // group 32 (1024 threads), decode split
     }
 }
 
