@@ -113,7 +113,9 @@ private:
     }
     void run_layers(const int32_t* tokens, int n_tokens, int pos0);
     void embed(const int32_t* tokens, int n_tokens);
-    // Final norm of rows [first, first + n) of x, then their logits into logits_dev_.
+    // Final norm of rows [first, first + n) of x into rows [0, n) of h.
+    void final_norm(int first, int n);
+    // Logits of rows [first, first + n) of h (n <= LOGIT_ROWS) into logits_dev_.
     void logits_rows(int first, int n);
 
     ModelConfig c_;
@@ -425,12 +427,15 @@ void CudaBackend::run_layers(const int32_t* tokens, int n_tokens, int pos0) {
     }
 }
 
-void CudaBackend::logits_rows(int first, int n) {
-    JLLM_ASSERT(n >= 1 && n <= LOGIT_ROWS);
+void CudaBackend::final_norm(int first, int n) {
     const int64_t E = c_.n_embd;
     cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, n, E, c_.rms_eps, stream_);
     tap("final_norm", -1, h_, n, E);
-    matmul(output_, h_, n, logits_dev_, MatOut::Store);
+}
+
+void CudaBackend::logits_rows(int first, int n) {
+    JLLM_ASSERT(n >= 1 && n <= LOGIT_ROWS);
+    matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
 }
 
 void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
@@ -438,9 +443,11 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     run_layers(tokens, n_tokens, pos0);
     const int64_t V = c_.n_vocab;
     if (mode == LogitsMode::Last) {
-        logits_rows(n_tokens - 1, 1);
+        final_norm(n_tokens - 1, 1);
+        logits_rows(0, 1);
         JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     } else if (mode == LogitsMode::All) {
+        final_norm(0, n_tokens);
         for (int first = 0; first < n_tokens; first += LOGIT_ROWS) {
             const int n = std::min(LOGIT_ROWS, n_tokens - first);
             logits_rows(first, n);
@@ -454,6 +461,7 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
 int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
     run_layers(&token, 1, pos);
+    final_norm(0, 1);
     logits_rows(0, 1);
     cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_dev_, stream_);
     int32_t id = 0;
