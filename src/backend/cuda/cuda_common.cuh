@@ -1,5 +1,6 @@
 // backend/cuda/cuda_common.cuh — device helpers shared by the kernels: warp reductions and the
-// per-type dequantization of one 32-element chunk of a weight row. A "chunk" is the unit every
+// per-type dequantization of one 32-element chunk of a weight row (host-callable too, so
+// dequant_chunk_host can check it bit for bit without a GPU). A "chunk" is the unit every
 // matrix kernel works in: elements [32c, 32c + 32) of a row; it is one block of the 32-element
 // formats and one eighth of a k-quant super-block. The formulas are those of
 // quant/quant_ref.cpp (the CPU twins), term for term, so dequantized values match bit for bit
@@ -15,35 +16,49 @@
 #include "quant/quant_ref.h"
 #include "quant/quant_types.h"
 
+// `#pragma unroll` for device code only: the chunk dequantizers are also compiled for the host,
+// whose compiler does not know the pragma.
+#if defined(__CUDA_ARCH__)
+#define JLLM_UNROLL _Pragma("unroll")
+#else
+#define JLLM_UNROLL
+#endif
+
 namespace jllm {
 namespace cuda {
 
 constexpr int WARP = 32;
 
 __device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
+JLLM_UNROLL
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
+JLLM_UNROLL
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
-__device__ __forceinline__ float ldh(const Half& h) { return fp16_to_f32(h.bits); }
+__host__ __device__ __forceinline__ float ldh(const Half& h) { return fp16_to_f32(h.bits); }
 
 // Loads 16 bytes that are known to be 16-byte aligned.
-__device__ __forceinline__ uint4 ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__host__ __device__ __forceinline__ uint4 ld16(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+    return __ldg(reinterpret_cast<const uint4*>(p));
+#else
+    return *reinterpret_cast<const uint4*>(p);
+#endif
+}
 
 // Unaligned-safe little-endian 32-bit load of 4 bytes (2-byte aligned blocks).
-__device__ __forceinline__ uint32_t ld32u(const uint8_t* p) {
+__host__ __device__ __forceinline__ uint32_t ld32u(const uint8_t* p) {
     return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
            (static_cast<uint32_t>(p[3]) << 24);
 }
 
-__device__ __forceinline__ uint8_t byte_of(const uint4& v, int i) {
+__host__ __device__ __forceinline__ uint8_t byte_of(const uint4& v, int i) {
     const uint32_t w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
     return static_cast<uint8_t>(w >> (8 * (i & 3)));
 }
@@ -56,11 +71,15 @@ struct ChunkDequant;
 // y[l] = element 32c + l of the row starting at `row`.
 template <>
 struct ChunkDequant<GgmlType::F32> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const float4* p = reinterpret_cast<const float4*>(row) + c * 8;
-#pragma unroll
+JLLM_UNROLL
         for (int i = 0; i < 8; ++i) {
+#ifdef __CUDA_ARCH__
             const float4 v = __ldg(p + i);
+#else
+            const float4 v = p[i];
+#endif
             y[4 * i] = v.x;
             y[4 * i + 1] = v.y;
             y[4 * i + 2] = v.z;
@@ -71,13 +90,13 @@ struct ChunkDequant<GgmlType::F32> {
 
 template <>
 struct ChunkDequant<GgmlType::F16> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const uint8_t* p = row + c * 64;
-#pragma unroll
+JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint4 v = ld16(p + 16 * i);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
+JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
                 y[8 * i + 2 * j] = fp16_to_f32(static_cast<uint16_t>(w[j] & 0xFFFFu));
                 y[8 * i + 2 * j + 1] = fp16_to_f32(static_cast<uint16_t>(w[j] >> 16));
@@ -88,13 +107,13 @@ struct ChunkDequant<GgmlType::F16> {
 
 template <>
 struct ChunkDequant<GgmlType::BF16> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const uint8_t* p = row + c * 64;
-#pragma unroll
+JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint4 v = ld16(p + 16 * i);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
+JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
                 y[8 * i + 2 * j] = bf16_to_f32(static_cast<uint16_t>(w[j] & 0xFFFFu));
                 y[8 * i + 2 * j + 1] = bf16_to_f32(static_cast<uint16_t>(w[j] >> 16));
@@ -105,10 +124,10 @@ struct ChunkDequant<GgmlType::BF16> {
 
 template <>
 struct ChunkDequant<GgmlType::Q4_0> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row) + c;
         const float d = ldh(b->d);
-#pragma unroll
+JLLM_UNROLL
         for (int j = 0; j < 16; ++j) {
             const int q = b->qs[j];
             y[j] = d * static_cast<float>((q & 0xF) - 8);
@@ -119,15 +138,15 @@ struct ChunkDequant<GgmlType::Q4_0> {
 
 template <>
 struct ChunkDequant<GgmlType::Q4_1> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ4_1* b = reinterpret_cast<const BlockQ4_1*>(row) + c;
         const float d = ldh(b->d), m = ldh(b->m);
         // 20-byte blocks: qs at offset 4 is 4-byte aligned.
         const uint32_t* qs = reinterpret_cast<const uint32_t*>(b->qs);
-#pragma unroll
+JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = qs[i];
-#pragma unroll
+JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
                 const int q = (w >> (8 * j)) & 0xFF;
                 y[4 * i + j] = d * static_cast<float>(q & 0xF) + m;
@@ -139,11 +158,11 @@ struct ChunkDequant<GgmlType::Q4_1> {
 
 template <>
 struct ChunkDequant<GgmlType::Q5_0> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ5_0* b = reinterpret_cast<const BlockQ5_0*>(row) + c;
         const float d = ldh(b->d);
         const uint32_t qh = ld32u(b->qh);
-#pragma unroll
+JLLM_UNROLL
         for (int j = 0; j < 16; ++j) {
             const int q = b->qs[j];
             const int q0 = (q & 0xF) | (((qh >> j) & 1) << 4);
@@ -156,15 +175,15 @@ struct ChunkDequant<GgmlType::Q5_0> {
 
 template <>
 struct ChunkDequant<GgmlType::Q5_1> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ5_1* b = reinterpret_cast<const BlockQ5_1*>(row) + c;
         const float d = ldh(b->d), m = ldh(b->m);
         const uint32_t qh = *reinterpret_cast<const uint32_t*>(b->qh);  // 24-byte blocks: aligned
         const uint32_t* qs = reinterpret_cast<const uint32_t*>(b->qs);
-#pragma unroll
+JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = qs[i];
-#pragma unroll
+JLLM_UNROLL
             for (int jj = 0; jj < 4; ++jj) {
                 const int j = 4 * i + jj;
                 const int q = (w >> (8 * jj)) & 0xFF;
@@ -179,12 +198,12 @@ struct ChunkDequant<GgmlType::Q5_1> {
 
 template <>
 struct ChunkDequant<GgmlType::Q8_0> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + c;
         const float d = ldh(b->d);
         // 34-byte blocks: qs is 2-byte aligned.
         const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs);
-#pragma unroll
+JLLM_UNROLL
         for (int i = 0; i < 16; ++i) {
             const uint16_t w = qs[i];
             y[2 * i] = d * static_cast<float>(static_cast<int8_t>(w & 0xFF));
@@ -196,18 +215,18 @@ struct ChunkDequant<GgmlType::Q8_0> {
 // k-quants: chunk c is sub-range j = c % 8 (elements 32j..32j+31) of super-block c / 8.
 template <>
 struct ChunkDequant<GgmlType::Q2_K> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ2_K* b = reinterpret_cast<const BlockQ2_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         const float d = ldh(b->d), dmin = ldh(b->dmin);
         const uint8_t* qs = b->qs + (j / 4) * 32;
         const int shift = 2 * (j % 4);
-#pragma unroll
+JLLM_UNROLL
         for (int h = 0; h < 2; ++h) {
             const int s = b->scales[2 * j + h];
             const float dl = d * static_cast<float>(s & 0xF);
             const float ml = dmin * static_cast<float>(s >> 4);
-#pragma unroll
+JLLM_UNROLL
             for (int l = 0; l < 16; ++l) {
                 const int q = (qs[16 * h + l] >> shift) & 3;
                 y[16 * h + l] = dl * static_cast<float>(q) - ml;
@@ -216,7 +235,7 @@ struct ChunkDequant<GgmlType::Q2_K> {
     }
 };
 
-__device__ __forceinline__ int q3k_scale_dev(const uint8_t* sc, int j) {
+__host__ __device__ __forceinline__ int q3k_scale_dev(const uint8_t* sc, int j) {
     const int lo = (j < 8) ? (sc[j] & 0xF) : (sc[j - 8] >> 4);
     const int hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
     return (lo | (hi << 4)) - 32;
@@ -224,16 +243,16 @@ __device__ __forceinline__ int q3k_scale_dev(const uint8_t* sc, int j) {
 
 template <>
 struct ChunkDequant<GgmlType::Q3_K> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         const float d = ldh(b->d);
         const uint8_t* qs = b->qs + (j / 4) * 32;
         const int shift = 2 * (j % 4);
-#pragma unroll
+JLLM_UNROLL
         for (int h = 0; h < 2; ++h) {
             const float dl = d * static_cast<float>(q3k_scale_dev(b->scales, 2 * j + h));
-#pragma unroll
+JLLM_UNROLL
             for (int l = 0; l < 16; ++l) {
                 const int lo = (qs[16 * h + l] >> shift) & 3;
                 const int hi = (b->hmask[16 * h + l] >> j) & 1;
@@ -245,7 +264,7 @@ struct ChunkDequant<GgmlType::Q3_K> {
 
 template <>
 struct ChunkDequant<GgmlType::Q4_K> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         uint8_t sc, mn;
@@ -257,7 +276,7 @@ struct ChunkDequant<GgmlType::Q4_K> {
         const uint8_t* qs = b->qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
         const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
-#pragma unroll
+JLLM_UNROLL
         for (int l = 0; l < 16; ++l) {
             y[l] = dl * static_cast<float>((byte_of(v0, l) >> shift) & 0xF) - ml;
             y[l + 16] = dl * static_cast<float>((byte_of(v1, l) >> shift) & 0xF) - ml;
@@ -267,7 +286,7 @@ struct ChunkDequant<GgmlType::Q4_K> {
 
 template <>
 struct ChunkDequant<GgmlType::Q5_K> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ5_K* b = reinterpret_cast<const BlockQ5_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         uint8_t sc, mn;
@@ -279,7 +298,7 @@ struct ChunkDequant<GgmlType::Q5_K> {
         const int shift = 4 * (j % 2);
         const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
         const uint4 h0 = ld16(b->qh), h1 = ld16(b->qh + 16);
-#pragma unroll
+JLLM_UNROLL
         for (int l = 0; l < 16; ++l) {
             const int q0 = ((byte_of(v0, l) >> shift) & 0xF) | (((byte_of(h0, l) >> j) & 1) << 4);
             const int q1 = ((byte_of(v1, l) >> shift) & 0xF) | (((byte_of(h1, l) >> j) & 1) << 4);
@@ -291,7 +310,7 @@ struct ChunkDequant<GgmlType::Q5_K> {
 
 template <>
 struct ChunkDequant<GgmlType::Q6_K> {
-    static __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         const float d = ldh(b->d);
@@ -301,10 +320,10 @@ struct ChunkDequant<GgmlType::Q6_K> {
         const int lshift = 4 * ((j % 4) / 2);
         const uint8_t* qh = b->qh + (j / 4) * 32;
         const int hshift = 2 * (j % 4);
-#pragma unroll
+JLLM_UNROLL
         for (int h = 0; h < 2; ++h) {
             const float dl = d * static_cast<float>(b->scales[2 * j + h]);
-#pragma unroll
+JLLM_UNROLL
             for (int l = 0; l < 16; ++l) {
                 const int lo = (ql[16 * h + l] >> lshift) & 0xF;
                 const int hi = (qh[16 * h + l] >> hshift) & 3;

@@ -39,6 +39,9 @@ enum class MatOut {
              // otherwise two Store products and launch_swiglu)
 };
 bool matmul_type_supported(GgmlType type);
+// The kernels' own chunk dequantizer (cuda_common.cuh) run on the host: elements
+// [32c, 32c + 32) of `row` into out[32]. `row` 16-byte aligned. For tests without a GPU.
+void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out);
 // Decode GEMV: n_tok <= GEMV_MAX_TOKENS; a warp per row, the weight read once for all tokens.
 constexpr int GEMV_MAX_TOKENS = 4;
 void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,

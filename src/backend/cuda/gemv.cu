@@ -108,6 +108,13 @@ bool matmul_type_supported(GgmlType type) {
 
 bool embed_type_supported(GgmlType type) { return matmul_type_supported(type); }
 
+void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out) {
+    const bool ok = dispatch_type(type, [&](auto tag) {
+        ChunkDequant<decltype(tag)::value>::run(static_cast<const uint8_t*>(row), c, out);
+    });
+    if (!ok) throw JllmError(std::string("cuda: no chunk dequantizer for type ") + type_name(type));
+}
+
 void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream) {
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0 && rows >= 1);

@@ -133,6 +133,27 @@ int64_t cols_for(GgmlType t, int variant) {
     return variant == 0 ? 96 : 544;  // 3 and 17 blocks: not a multiple of the warp's 32 chunks
 }
 
+// The kernels' chunk dequantizers, compiled for the host from the same source, against
+// quant_ref: bit for bit. Needs no GPU.
+TEST(CudaOps, ChunkDequantizersBitExactOnHost) {
+    std::mt19937 rng(77);
+    for (GgmlType t : kAllTypes) {
+        SCOPED_TRACE(type_name(t));
+        const int64_t n = 768;
+        for (int rep = 0; rep < 10; ++rep) {
+            const std::vector<uint8_t> row = random_weight_row(t, n, rng);
+            std::vector<uint64_t> aligned((row.size() + 7) / 8 + 1);  // 16-byte aligned on these platforms
+            uint8_t* r = reinterpret_cast<uint8_t*>(aligned.data());
+            if (reinterpret_cast<uintptr_t>(r) % 16 != 0) r += 8;
+            std::memcpy(r, row.data(), row.size());
+            const std::vector<float> ref = dequantize(t, r, n);
+            std::vector<float> got(static_cast<size_t>(n));
+            for (int64_t c = 0; c < n / 32; ++c) cuda::dequant_chunk_host(t, r, c, got.data() + c * 32);
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(0, std::memcmp(&got[i], &ref[i], 4)) << i << ": " << got[i] << " vs " << ref[i];
+        }
+    }
+}
+
 TEST(CudaOps, GemvEveryTypeAndEpilogue) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(1234);
