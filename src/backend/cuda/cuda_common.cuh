@@ -30,13 +30,13 @@ namespace cuda {
 constexpr int WARP = 32;
 
 __device__ __forceinline__ float warp_sum(float v) {
-JLLM_UNROLL
+    JLLM_UNROLL
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
-JLLM_UNROLL
+    JLLM_UNROLL
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
@@ -50,12 +50,6 @@ __host__ __device__ __forceinline__ uint4 ld16(const uint8_t* p) {
 #else
     return *reinterpret_cast<const uint4*>(p);
 #endif
-}
-
-// Unaligned-safe little-endian 32-bit load of 4 bytes (2-byte aligned blocks).
-__host__ __device__ __forceinline__ uint32_t ld32u(const uint8_t* p) {
-    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-           (static_cast<uint32_t>(p[3]) << 24);
 }
 
 __host__ __device__ __forceinline__ uint8_t byte_of(const uint4& v, int i) {
@@ -73,7 +67,7 @@ template <>
 struct ChunkDequant<GgmlType::F32> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const float4* p = reinterpret_cast<const float4*>(row) + c * 8;
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int i = 0; i < 8; ++i) {
 #ifdef __CUDA_ARCH__
             const float4 v = __ldg(p + i);
@@ -92,11 +86,11 @@ template <>
 struct ChunkDequant<GgmlType::F16> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const uint8_t* p = row + c * 64;
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint4 v = ld16(p + 16 * i);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-JLLM_UNROLL
+            JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
                 y[8 * i + 2 * j] = fp16_to_f32(static_cast<uint16_t>(w[j] & 0xFFFFu));
                 y[8 * i + 2 * j + 1] = fp16_to_f32(static_cast<uint16_t>(w[j] >> 16));
@@ -109,11 +103,11 @@ template <>
 struct ChunkDequant<GgmlType::BF16> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const uint8_t* p = row + c * 64;
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint4 v = ld16(p + 16 * i);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-JLLM_UNROLL
+            JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
                 y[8 * i + 2 * j] = bf16_to_f32(static_cast<uint16_t>(w[j] & 0xFFFFu));
                 y[8 * i + 2 * j + 1] = bf16_to_f32(static_cast<uint16_t>(w[j] >> 16));
@@ -127,11 +121,17 @@ struct ChunkDequant<GgmlType::Q4_0> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row) + c;
         const float d = ldh(b->d);
-JLLM_UNROLL
-        for (int j = 0; j < 16; ++j) {
-            const int q = b->qs[j];
-            y[j] = d * static_cast<float>((q & 0xF) - 8);
-            y[j + 16] = d * static_cast<float>((q >> 4) - 8);
+        // 18-byte blocks: qs (offset 2) is 2-byte aligned.
+        const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs);
+        JLLM_UNROLL
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t w = qs[i];
+            JLLM_UNROLL
+            for (int k = 0; k < 2; ++k) {
+                const int q = (w >> (8 * k)) & 0xFF;
+                y[2 * i + k] = d * static_cast<float>((q & 0xF) - 8);
+                y[2 * i + k + 16] = d * static_cast<float>((q >> 4) - 8);
+            }
         }
     }
 };
@@ -143,10 +143,10 @@ struct ChunkDequant<GgmlType::Q4_1> {
         const float d = ldh(b->d), m = ldh(b->m);
         // 20-byte blocks: qs at offset 4 is 4-byte aligned.
         const uint32_t* qs = reinterpret_cast<const uint32_t*>(b->qs);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = qs[i];
-JLLM_UNROLL
+            JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
                 const int q = (w >> (8 * j)) & 0xFF;
                 y[4 * i + j] = d * static_cast<float>(q & 0xF) + m;
@@ -161,14 +161,22 @@ struct ChunkDequant<GgmlType::Q5_0> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ5_0* b = reinterpret_cast<const BlockQ5_0*>(row) + c;
         const float d = ldh(b->d);
-        const uint32_t qh = ld32u(b->qh);
-JLLM_UNROLL
-        for (int j = 0; j < 16; ++j) {
-            const int q = b->qs[j];
-            const int q0 = (q & 0xF) | (((qh >> j) & 1) << 4);
-            const int q1 = (q >> 4) | (((qh >> (j + 16)) & 1) << 4);
-            y[j] = d * static_cast<float>(q0 - 16);
-            y[j + 16] = d * static_cast<float>(q1 - 16);
+        // 22-byte blocks: qh (offset 2) and qs (offset 6) are 2-byte aligned.
+        const uint16_t* qh16 = reinterpret_cast<const uint16_t*>(b->qh);
+        const uint32_t qh = static_cast<uint32_t>(qh16[0]) | (static_cast<uint32_t>(qh16[1]) << 16);
+        const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs);
+        JLLM_UNROLL
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t w = qs[i];
+            JLLM_UNROLL
+            for (int k = 0; k < 2; ++k) {
+                const int j = 2 * i + k;
+                const int q = (w >> (8 * k)) & 0xFF;
+                const int q0 = (q & 0xF) | (((qh >> j) & 1) << 4);
+                const int q1 = (q >> 4) | (((qh >> (j + 16)) & 1) << 4);
+                y[j] = d * static_cast<float>(q0 - 16);
+                y[j + 16] = d * static_cast<float>(q1 - 16);
+            }
         }
     }
 };
@@ -180,10 +188,10 @@ struct ChunkDequant<GgmlType::Q5_1> {
         const float d = ldh(b->d), m = ldh(b->m);
         const uint32_t qh = *reinterpret_cast<const uint32_t*>(b->qh);  // 24-byte blocks: aligned
         const uint32_t* qs = reinterpret_cast<const uint32_t*>(b->qs);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = qs[i];
-JLLM_UNROLL
+            JLLM_UNROLL
             for (int jj = 0; jj < 4; ++jj) {
                 const int j = 4 * i + jj;
                 const int q = (w >> (8 * jj)) & 0xFF;
@@ -203,7 +211,7 @@ struct ChunkDequant<GgmlType::Q8_0> {
         const float d = ldh(b->d);
         // 34-byte blocks: qs is 2-byte aligned.
         const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int i = 0; i < 16; ++i) {
             const uint16_t w = qs[i];
             y[2 * i] = d * static_cast<float>(static_cast<int8_t>(w & 0xFF));
@@ -219,17 +227,22 @@ struct ChunkDequant<GgmlType::Q2_K> {
         const BlockQ2_K* b = reinterpret_cast<const BlockQ2_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         const float d = ldh(b->d), dmin = ldh(b->dmin);
-        const uint8_t* qs = b->qs + (j / 4) * 32;
+        // 84-byte blocks: qs (offset 16) is 4-byte aligned.
+        const uint32_t* qs = reinterpret_cast<const uint32_t*>(b->qs + (j / 4) * 32);
         const int shift = 2 * (j % 4);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int h = 0; h < 2; ++h) {
             const int s = b->scales[2 * j + h];
             const float dl = d * static_cast<float>(s & 0xF);
             const float ml = dmin * static_cast<float>(s >> 4);
-JLLM_UNROLL
-            for (int l = 0; l < 16; ++l) {
-                const int q = (qs[16 * h + l] >> shift) & 3;
-                y[16 * h + l] = dl * static_cast<float>(q) - ml;
+            JLLM_UNROLL
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t w = qs[4 * h + i];
+                JLLM_UNROLL
+                for (int k = 0; k < 4; ++k) {
+                    const int q = (w >> (8 * k + shift)) & 3;
+                    y[16 * h + 4 * i + k] = dl * static_cast<float>(q) - ml;
+                }
             }
         }
     }
@@ -247,16 +260,22 @@ struct ChunkDequant<GgmlType::Q3_K> {
         const BlockQ3_K* b = reinterpret_cast<const BlockQ3_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         const float d = ldh(b->d);
-        const uint8_t* qs = b->qs + (j / 4) * 32;
+        // 110-byte blocks: hmask (offset 0) and qs (offset 32) are 2-byte aligned.
+        const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs + (j / 4) * 32);
+        const uint16_t* hm = reinterpret_cast<const uint16_t*>(b->hmask);
         const int shift = 2 * (j % 4);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int h = 0; h < 2; ++h) {
             const float dl = d * static_cast<float>(q3k_scale_dev(b->scales, 2 * j + h));
-JLLM_UNROLL
-            for (int l = 0; l < 16; ++l) {
-                const int lo = (qs[16 * h + l] >> shift) & 3;
-                const int hi = (b->hmask[16 * h + l] >> j) & 1;
-                y[16 * h + l] = dl * static_cast<float>(lo - (hi ? 0 : 4));
+            JLLM_UNROLL
+            for (int i = 0; i < 8; ++i) {
+                const uint32_t w = qs[8 * h + i], m = hm[8 * h + i];
+                JLLM_UNROLL
+                for (int k = 0; k < 2; ++k) {
+                    const int lo = (w >> (8 * k + shift)) & 3;
+                    const int hi = (m >> (8 * k + j)) & 1;
+                    y[16 * h + 2 * i + k] = dl * static_cast<float>(lo - (hi ? 0 : 4));
+                }
             }
         }
     }
@@ -276,7 +295,7 @@ struct ChunkDequant<GgmlType::Q4_K> {
         const uint8_t* qs = b->qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
         const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int l = 0; l < 16; ++l) {
             y[l] = dl * static_cast<float>((byte_of(v0, l) >> shift) & 0xF) - ml;
             y[l + 16] = dl * static_cast<float>((byte_of(v1, l) >> shift) & 0xF) - ml;
@@ -298,7 +317,7 @@ struct ChunkDequant<GgmlType::Q5_K> {
         const int shift = 4 * (j % 2);
         const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
         const uint4 h0 = ld16(b->qh), h1 = ld16(b->qh + 16);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int l = 0; l < 16; ++l) {
             const int q0 = ((byte_of(v0, l) >> shift) & 0xF) | (((byte_of(h0, l) >> j) & 1) << 4);
             const int q1 = ((byte_of(v1, l) >> shift) & 0xF) | (((byte_of(h1, l) >> j) & 1) << 4);
@@ -315,19 +334,24 @@ struct ChunkDequant<GgmlType::Q6_K> {
         const int j = static_cast<int>(c % 8);
         const float d = ldh(b->d);
         // element e = 32j + l: low nibble from ql[(e/128)*64 + e%64] at 4*((e%128)/64), high
-        // crumb from qh[(e/128)*32 + e%32] at 2*((e%128)/32).
-        const uint8_t* ql = b->ql + (j / 4) * 64 + (j % 2) * 32;
+        // crumb from qh[(e/128)*32 + e%32] at 2*((e%128)/32). 210-byte blocks: ql (offset 0)
+        // and qh (offset 128) are 2-byte aligned.
+        const uint16_t* ql = reinterpret_cast<const uint16_t*>(b->ql + (j / 4) * 64 + (j % 2) * 32);
         const int lshift = 4 * ((j % 4) / 2);
-        const uint8_t* qh = b->qh + (j / 4) * 32;
+        const uint16_t* qh = reinterpret_cast<const uint16_t*>(b->qh + (j / 4) * 32);
         const int hshift = 2 * (j % 4);
-JLLM_UNROLL
+        JLLM_UNROLL
         for (int h = 0; h < 2; ++h) {
             const float dl = d * static_cast<float>(b->scales[2 * j + h]);
-JLLM_UNROLL
-            for (int l = 0; l < 16; ++l) {
-                const int lo = (ql[16 * h + l] >> lshift) & 0xF;
-                const int hi = (qh[16 * h + l] >> hshift) & 3;
-                y[16 * h + l] = dl * static_cast<float>((lo | (hi << 4)) - 32);
+            JLLM_UNROLL
+            for (int i = 0; i < 8; ++i) {
+                const uint32_t wl = ql[8 * h + i], wh = qh[8 * h + i];
+                JLLM_UNROLL
+                for (int k = 0; k < 2; ++k) {
+                    const int lo = (wl >> (8 * k + lshift)) & 0xF;
+                    const int hi = (wh >> (8 * k + hshift)) & 3;
+                    y[16 * h + 2 * i + k] = dl * static_cast<float>((lo | (hi << 4)) - 32);
+                }
             }
         }
     }
