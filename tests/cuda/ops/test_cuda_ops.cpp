@@ -402,7 +402,8 @@ void run_post_case(const PostCase& c, std::mt19937& rng) {
                     ASSERT_EQ(g[i].bits, 0xFFFF) << what << " written outside the batch at " << i;
                     continue;
                 }
-                ASSERT_LE(std::abs(static_cast<int>(g[i].bits) - static_cast<int>(r[i].bits)), 1) << what << "[" << i << "]";
+                const float gf = to_f32(g[i]), rf = to_f32(r[i]);
+                ASSERT_LE(std::fabs(gf - rf), std::ldexp(std::fabs(rf), -10)) << what << "[" << i << "]";  // 1 fp16 ulp
             }
         }
     };
