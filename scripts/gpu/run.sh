@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# scripts/gpu/run.sh OUTDIR — runs on the GPU test machine (Ubuntu 24.04, CUDA 13, no network)
-# from the repository root, with gpu-pack/ (scripts/gpu/prepare.sh) carried along. Unpacks the
-# .debs into a private prefix, configures for SM 9.0 without the server, builds, runs the CUDA
-# tests (ctest -L cuda), the unit tests, and compute-sanitizer memcheck + racecheck on the op
-# test. Logs go to OUTDIR; a short summary is printed last.
+# scripts/gpu/run.sh OUTDIR [STEP...] — runs on the GPU test machine (Ubuntu 24.04, CUDA 13, no
+# network) from the repository root, with gpu-pack/ (scripts/gpu/prepare.sh) carried along.
+# Steps (default: build test sanitize):
+#   build     unpack the .debs into a private prefix, configure for SM 9.0 without the server,
+#             build with ninja (the build folder is reused by later calls)
+#   test      ctest -L cuda, then the model test again with JLLM_CUDA_SYNC_CHECK=1 and the
+#             per-layer error table
+#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda_ops
+#   unit      ctest -L unit (the CPU-side suite, on this machine's compiler)
+# Logs go to OUTDIR; a short summary is printed last. Split the steps over several calls when
+# one call's time is limited.
 set -uo pipefail
 
-outdir=${1:?usage: scripts/gpu/run.sh OUTDIR}
+outdir=${1:?usage: scripts/gpu/run.sh OUTDIR [build|test|sanitize|unit]...}
+shift
+steps=" ${*:-build test sanitize} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,7 +26,8 @@ jobs=${JLLM_GPU_JOBS:-16}
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
-# ---- unpack the carried .debs
+rc_cuda=0
+# ---- unpack the carried .debs (every call: the built programs load their libraries from here)
 rm -rf "$prefix"
 mkdir -p "$prefix"
 have_system() {  # package name -> 0 if the system already provides what it would
@@ -48,6 +58,7 @@ note "unpacked $n_deb .debs into $prefix"
     git log -1 --oneline || true
 } > "$outdir/machine.txt" 2>&1
 
+if want build; then
 # ---- configure and build (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 reading the packages' older
 # config files; CMake 3 ignores it)
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJLLM_DEPS_PREFIX="$prefix" \
@@ -68,22 +79,26 @@ else
     printf '%s\n' "---- summary" "${summary[@]}"
     exit 1
 fi
+fi  # build
 
 # ---- tests
 ctest_line() { grep -E 'tests passed|tests failed' "$1" | tail -1; }
+if want test; then
 (cd "$build" && ctest -L cuda --output-on-failure --timeout 900) > "$outdir/ctest_cuda.log" 2>&1
 rc_cuda=$?
 note "ctest -L cuda: $(ctest_line "$outdir/ctest_cuda.log") (rc $rc_cuda)"
-(cd "$build" && ctest -L unit -j8 --output-on-failure --timeout 900) > "$outdir/ctest_unit.log" 2>&1
-note "ctest -L unit: $(ctest_line "$outdir/ctest_unit.log") (rc $?)"
-
 # Model test again with a synchronization after every launch and the per-layer error table.
 JLLM_CUDA_SYNC_CHECK=1 JLLM_CUDA_MODEL_DUMP=1 "$build/tests/test_cuda_model" > "$outdir/model_dump.log" 2>&1
 note "test_cuda_model with JLLM_CUDA_SYNC_CHECK=1: rc $? (per-layer errors in model_dump.log)"
-grep -E '^\[(llama|qwen2|qwen3) ' "$outdir/model_dump.log" | sed 's/^/   /'
+grep -E '^\[(twin )?(llama|qwen2|qwen3) ' "$outdir/model_dump.log" | sed 's/^/   /'
+fi
+if want unit; then
+(cd "$build" && ctest -L unit -j8 --output-on-failure --timeout 900) > "$outdir/ctest_unit.log" 2>&1
+note "ctest -L unit: $(ctest_line "$outdir/ctest_unit.log") (rc $?)"
+fi
 
 # ---- compute-sanitizer (not available under every container runtime)
-for tool in memcheck racecheck; do
+want sanitize && for tool in memcheck racecheck; do
     log="$outdir/sanitizer_$tool.log"
     if ! command -v compute-sanitizer > /dev/null; then
         note "compute-sanitizer $tool: not installed"
