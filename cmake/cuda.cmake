@@ -27,7 +27,8 @@ function(jllm_add_cuda_backend core)
     target_include_directories(jetson_llm_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include
                                ${CMAKE_BINARY_DIR}/generated)
     target_compile_options(jetson_llm_cuda PRIVATE
-      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -lineinfo>)
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -lineinfo>
+      $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
     target_link_libraries(jetson_llm_cuda PUBLIC CUDA::cudart_static)
     target_sources(${core} PRIVATE $<TARGET_OBJECTS:jetson_llm_cuda>)
     target_link_libraries(${core} PUBLIC CUDA::cudart_static)

@@ -1,12 +1,21 @@
 # Dependencies, all from Debian/Ubuntu packages (scripts/setup.sh installs them). Nothing is
 # downloaded at configure time. JLLM_DEPS_PREFIX adds a prefix (e.g. .debs unpacked with dpkg -x).
 find_package(Threads REQUIRED)
-find_package(PkgConfig REQUIRED)
+# pkg-config is optional: jllm_find_pkg falls back to a plain header/library search (the GPU
+# test machine may lack pkg-config).
+find_package(PkgConfig QUIET)
+
+# Multiarch library folder of Debian/Ubuntu packages (x86_64-linux-gnu, aarch64-linux-gnu).
+set(JLLM_LIB_ARCH "${CMAKE_LIBRARY_ARCHITECTURE}")
+if(NOT JLLM_LIB_ARCH)
+  set(JLLM_LIB_ARCH "${CMAKE_SYSTEM_PROCESSOR}-linux-gnu")
+endif()
 
 if(JLLM_DEPS_PREFIX)
+  get_filename_component(JLLM_DEPS_PREFIX "${JLLM_DEPS_PREFIX}" ABSOLUTE)
   list(PREPEND CMAKE_PREFIX_PATH ${JLLM_DEPS_PREFIX}/usr ${JLLM_DEPS_PREFIX}/usr/share/cmake
-       ${JLLM_DEPS_PREFIX}/usr/lib/x86_64-linux-gnu/cmake)
-  set(ENV{PKG_CONFIG_PATH} "${JLLM_DEPS_PREFIX}/usr/lib/x86_64-linux-gnu/pkgconfig:${JLLM_DEPS_PREFIX}/usr/share/pkgconfig:$ENV{PKG_CONFIG_PATH}")
+       ${JLLM_DEPS_PREFIX}/usr/lib/${JLLM_LIB_ARCH}/cmake)
+  set(ENV{PKG_CONFIG_PATH} "${JLLM_DEPS_PREFIX}/usr/lib/${JLLM_LIB_ARCH}/pkgconfig:${JLLM_DEPS_PREFIX}/usr/share/pkgconfig:$ENV{PKG_CONFIG_PATH}")
   set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
 endif()
 
@@ -16,11 +25,13 @@ find_package(CLI11 REQUIRED)
 # Locates a library through pkg-config, falling back to a plain header/library search (the
 # GPU test machine unpacks .debs whose .pc files carry the original prefix).
 function(jllm_find_pkg target pcname header libname)
-  pkg_check_modules(${target}_PC QUIET ${pcname})
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(${target}_PC QUIET ${pcname})
+  endif()
   find_path(${target}_INCLUDE ${header} HINTS ${${target}_PC_INCLUDE_DIRS}
             PATHS ${JLLM_DEPS_PREFIX}/usr/include)
   find_library(${target}_LIB NAMES ${libname} HINTS ${${target}_PC_LIBRARY_DIRS}
-               PATHS ${JLLM_DEPS_PREFIX}/usr/lib/x86_64-linux-gnu)
+               PATHS ${JLLM_DEPS_PREFIX}/usr/lib/${JLLM_LIB_ARCH})
   if(NOT ${target}_INCLUDE OR NOT ${target}_LIB)
     message(FATAL_ERROR "${pcname} not found (install it with scripts/setup.sh)")
   endif()

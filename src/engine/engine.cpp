@@ -10,6 +10,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#if JLLM_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -92,12 +95,18 @@ Status Engine::load(const EngineConfig& config) {
         m.gguf_template = std::string(m.file->get_string("tokenizer.chat_template").value_or(""));
         m.chat_kind = parse_chat_template_name(config.chat_template, m.gguf_template, m.mc.arch);
 
+        const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        const int threads = config.n_threads > 0 ? config.n_threads : hw;
+#if JLLM_CUDA
+        if (config.device == DeviceKind::Cuda || (config.device == DeviceKind::Auto && cuda_device_available())) {
+            m.backend = create_cuda_backend(m.mc);
+        }
+#else
         if (config.device == DeviceKind::Cuda) {
             throw JllmError("device 'cuda' requested but this build has no CUDA backend");
         }
-        const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        const int threads = config.n_threads > 0 ? config.n_threads : hw;
-        m.backend = create_cpu_backend(m.mc, threads);
+#endif
+        if (!m.backend) m.backend = create_cpu_backend(m.mc, threads);
 
         int n_ctx = config.n_ctx;
         if (n_ctx > m.mc.n_ctx_train) {

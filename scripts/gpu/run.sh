@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# scripts/gpu/run.sh OUTDIR [STEP...] — runs on the GPU test machine (Ubuntu 24.04, CUDA 13, no
+# network) from the repository root, with gpu-pack/ (scripts/gpu/prepare.sh) carried along.
+# Steps (default: build test sanitize):
+#   build     unpack the .debs into a private prefix, configure for SM 9.0 without the server,
+#             build with ninja (the build folder is reused by later calls)
+#   test      ctest -L cuda, then the model test again with JLLM_CUDA_SYNC_CHECK=1 and the
+#             per-layer error table
+#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda_ops
+#   unit      ctest -L unit (the CPU-side suite, on this machine's compiler)
+# Logs go to OUTDIR; a short summary is printed last. Split the steps over several calls when
+# one call's time is limited.
+set -uo pipefail
+
+outdir=${1:?usage: scripts/gpu/run.sh OUTDIR [build|test|sanitize|unit]...}
+shift
+steps=" ${*:-build test sanitize} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+prefix=${JLLM_GPU_PREFIX:-/tmp/jllm-deps}
+build=${JLLM_GPU_BUILD:-build-gpu}
+jobs=${JLLM_GPU_JOBS:-16}
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+rc_cuda=0
+# ---- unpack the carried .debs (every call: the built programs load their libraries from here)
+rm -rf "$prefix"
+mkdir -p "$prefix"
+have_system() {  # package name -> 0 if the system already provides what it would
+    case "$1" in
+        libgtest-dev) [[ -e /usr/include/gtest/gtest.h ]] ;;
+        nlohmann-json3-dev) [[ -e /usr/include/nlohmann/json.hpp ]] ;;
+        libcli11-dev) [[ -e /usr/include/CLI/CLI.hpp ]] ;;
+        *) return 1 ;;
+    esac
+}
+n_deb=0
+for deb in gpu-pack/debs/*.deb; do
+    [[ -e "$deb" ]] || { note "no .debs in gpu-pack/debs (run scripts/gpu/prepare.sh first)"; break; }
+    pkg=$(dpkg-deb -f "$deb" Package)
+    if have_system "$pkg"; then
+        echo "system has $pkg; not unpacking it"
+        continue
+    fi
+    dpkg -x "$deb" "$prefix" && n_deb=$((n_deb + 1))
+done
+note "unpacked $n_deb .debs into $prefix"
+
+{
+    uname -a
+    nvidia-smi || true
+    nvcc --version || true
+    cmake --version || true
+    git log -1 --oneline || true
+} > "$outdir/machine.txt" 2>&1
+
+if want build; then
+# ---- configure and build (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 reading the packages' older
+# config files; CMake 3 ignores it)
+if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJLLM_DEPS_PREFIX="$prefix" \
+        -DJLLM_CUDA=ON -DJLLM_CUDA_ARCHS=90 -DJLLM_BUILD_SERVER=OFF \
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > "$outdir/configure.log" 2>&1; then
+    note "configure: ok"
+else
+    note "configure: FAILED (see configure.log)"
+    tail -30 "$outdir/configure.log"
+    printf '%s\n' "---- summary" "${summary[@]}"
+    exit 1
+fi
+if cmake --build "$build" -j"$jobs" > "$outdir/build.log" 2>&1; then
+    note "build: ok ($(grep -c -i 'warning' "$outdir/build.log") warning lines)"
+else
+    note "build: FAILED (see build.log)"
+    grep -m 20 -i -B2 -A6 'error' "$outdir/build.log" | tail -60
+    printf '%s\n' "---- summary" "${summary[@]}"
+    exit 1
+fi
+fi  # build
+
+# ---- tests
+ctest_line() { grep -E 'tests passed|tests failed' "$1" | tail -1; }
+if want test; then
+(cd "$build" && ctest -L cuda --output-on-failure --timeout 900) > "$outdir/ctest_cuda.log" 2>&1
+rc_cuda=$?
+note "ctest -L cuda: $(ctest_line "$outdir/ctest_cuda.log") (rc $rc_cuda)"
+# Model test again with a synchronization after every launch and the per-layer error table.
+JLLM_CUDA_SYNC_CHECK=1 JLLM_CUDA_MODEL_DUMP=1 "$build/tests/test_cuda_model" > "$outdir/model_dump.log" 2>&1
+note "test_cuda_model with JLLM_CUDA_SYNC_CHECK=1: rc $? (per-layer errors in model_dump.log)"
+grep -E '^\[(twin )?(llama|qwen2|qwen3) ' "$outdir/model_dump.log" | sed 's/^/   /'
+fi
+if want unit; then
+(cd "$build" && ctest -L unit -j8 --output-on-failure --timeout 900) > "$outdir/ctest_unit.log" 2>&1
+note "ctest -L unit: $(ctest_line "$outdir/ctest_unit.log") (rc $?)"
+fi
+
+# ---- compute-sanitizer (not available under every container runtime)
+want sanitize && for tool in memcheck racecheck; do
+    log="$outdir/sanitizer_$tool.log"
+    if ! command -v compute-sanitizer > /dev/null; then
+        note "compute-sanitizer $tool: not installed"
+        continue
+    fi
+    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/test_cuda_ops" > "$log" 2>&1
+    rc=$?
+    if grep -q -E 'Device not supported|Target application returned an error|unable to initialize' "$log" && [[ $rc -ne 99 ]] &&
+        ! grep -q -E '\[  PASSED  \]' "$log"; then
+        note "compute-sanitizer $tool: could not run here (rc $rc, see $(basename "$log"))"
+    else
+        note "compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+    fi
+done
+
+echo
+echo "---- summary (logs in $outdir)"
+printf '%s\n' "${summary[@]}"
+[[ $rc_cuda -eq 0 ]]

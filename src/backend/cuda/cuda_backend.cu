@@ -1,0 +1,560 @@
+// backend/cuda/cuda_backend.cu — the CUDA forward pass: the CPU backend's per-layer order
+// (backend/cpu/cpu_backend.cpp) with one kernel (or a few) per step, all on one stream:
+//   embed -> per layer: rmsnorm -> Q,K,V matmuls -> bias/Q-K-norm/RoPE/KV store ->
+//   attention -> W_o matmul (+= residual) -> rmsnorm -> gate/up matmul with SwiGLU ->
+//   W_down matmul (+= residual); then the final rmsnorm and the logits of the requested rows.
+// Matmuls with <= GEMV_MAX_TOKENS tokens use the decode GEMV, larger batches the prefill GEMM.
+//
+// Device buffers (allocate()):
+//   KV, per layer: k, v [n_ctx][n_head_kv][head_dim] int8 (or fp16); k_scale, v_scale
+//   [n_ctx][n_head_kv] fp16 (INT8 only) — the canonical layout, so read_kv/write_kv are copies.
+//   Activations [n_batch][width]: x, h [n_embd], q, att [n_head*head_dim], k, v
+//   [n_head_kv*head_dim], g [n_ff] (and u [n_ff] when gate and up differ in type); logits [LOGIT_ROWS][n_vocab]; tokens [n_batch] int32;
+//   attention split work [n_head][max_split][head_dim + 2].
+// Nothing is allocated in forward().
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/rope.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace jllm {
+
+namespace {
+
+using cuda::MatOut;
+
+constexpr int LOGIT_ROWS = 32;  // logits computed per pass in LogitsMode::All
+
+size_t align256(size_t n) { return (n + 255) & ~static_cast<size_t>(255); }
+
+// A weight as the kernels see it: device pointer, type, shape.
+struct DevWeight {
+    const uint8_t* data = nullptr;  // device (or mapped) pointer, null if absent
+    GgmlType type = GgmlType::F32;
+    int64_t cols = 0, rows = 0;
+    const uint8_t* host = nullptr;  // the mapped file's bytes (host fallbacks)
+    const float* f32() const { return reinterpret_cast<const float*>(data); }
+};
+
+struct DevLayer {
+    DevWeight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
+};
+
+struct DevKv {
+    void* k = nullptr;  // [n_ctx][n_head_kv][head_dim]
+    void* v = nullptr;
+    Half* k_scale = nullptr;  // [n_ctx][n_head_kv]
+    Half* v_scale = nullptr;
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(const ModelConfig& c, int device) : c_(c), device_(device) {
+        JLLM_CUDA_CHECK(cudaSetDevice(device));
+        JLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device));
+        JLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
+            throw JllmError(strfmt("cuda: head_dim %lld is not supported (a multiple of 32, at most 256)",
+                                   static_cast<long long>(c_.head_dim)));
+        }
+    }
+
+    ~CudaBackend() override {
+        // Errors cannot propagate from a destructor; a failing free here is not actionable.
+        (void)cudaSetDevice(device_);
+        if (stream_) (void)cudaStreamSynchronize(stream_);
+        for (void* p : allocations_) (void)cudaFree(p);
+        if (registered_) (void)cudaHostUnregister(registered_);
+        if (stream_) (void)cudaStreamDestroy(stream_);
+    }
+
+    const char* name() const override { return "cuda"; }
+    std::string device_description() const override {
+        return strfmt("%s (SM %d.%d, %.1f GiB%s), weights %s", prop_.name, prop_.major, prop_.minor,
+                      static_cast<double>(prop_.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0),
+                      prop_.integrated ? ", integrated" : "", mapped_ ? "mapped" : "copied");
+    }
+
+    void bind_weights(const ModelWeights& weights, WeightPlacement placement) override;
+    void allocate(int n_ctx, int n_batch, KvType kv_type) override;
+    void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
+    void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
+    void read_kv(int pos0, int n_pos, KvBlob& out) const override;
+    void write_kv(int pos0, const KvBlob& in) override;
+    BackendMemory memory() const override;
+
+    void set_tap(ActivationTap tap, void* ctx) {
+        tap_ = tap;
+        tap_ctx_ = ctx;
+    }
+    int32_t forward_argmax(int32_t token, int pos);
+
+private:
+    void* alloc(size_t bytes) {
+        void* p = nullptr;
+        JLLM_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+        allocations_.push_back(p);
+        return p;
+    }
+    void tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width);
+    void matmul(const DevWeight& w, const float* x, int n_tok, float* y, MatOut out, const DevWeight* w2 = nullptr) {
+        cuda::launch_matmul(w.type, w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_);
+    }
+    void run_layers(const int32_t* tokens, int n_tokens, int pos0);
+    void embed(const int32_t* tokens, int n_tokens);
+    // Final norm of rows [first, first + n) of x into rows [0, n) of h.
+    void final_norm(int first, int n);
+    // Logits of rows [first, first + n) of h (n <= LOGIT_ROWS) into logits_dev_.
+    void logits_rows(int first, int n);
+
+    ModelConfig c_;
+    int device_ = 0;
+    cudaDeviceProp prop_{};
+    cudaStream_t stream_ = nullptr;
+    std::vector<void*> allocations_;
+    void* registered_ = nullptr;  // host range registered for zero-copy reads
+    bool mapped_ = false;
+    int64_t weights_bytes_ = 0;
+
+    const ModelWeights* hw_ = nullptr;
+    DevWeight token_embd_, output_norm_, output_;
+    std::vector<DevLayer> layers_;
+    float* inv_freq_ = nullptr;  // [n_rot / 2]
+    std::vector<float> embd_host_;  // [n_batch][n_embd], host fallback for embedding types without a kernel
+
+    int n_ctx_ = 0, n_batch_ = 1, max_split_ = 1;
+    KvType kv_type_ = KvType::Int8;
+    std::vector<DevKv> kv_;
+    float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *g_ = nullptr,
+          *u_ = nullptr;
+    float* logits_dev_ = nullptr;
+    float* attn_work_ = nullptr;
+    int32_t* tokens_dev_ = nullptr;
+    int32_t* argmax_dev_ = nullptr;
+    int64_t scratch_bytes_ = 0;
+
+    ActivationTap tap_ = nullptr;
+    void* tap_ctx_ = nullptr;
+    std::vector<float> tap_buf_;
+};
+
+void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement placement) {
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    hw_ = &weights;
+    std::vector<const WeightTensor*> all = {&weights.token_embd, &weights.output_norm, &weights.output};
+    for (const LayerWeights& L : weights.layers) {
+        for (const WeightTensor* w : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm,
+                                      &L.wo, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down}) {
+            all.push_back(w);
+        }
+    }
+    // Matrices the GEMV/GEMM must handle.
+    auto check_matmul = [](const WeightTensor& w) {
+        if (!cuda::matmul_type_supported(w.type) || w.cols % 32 != 0) {
+            throw JllmError(strfmt("cuda: tensor '%s' (%s, %lld columns) has no CUDA matmul kernel", w.name.c_str(),
+                                   type_name(w.type), static_cast<long long>(w.cols)));
+        }
+    };
+    check_matmul(weights.output);
+    for (const LayerWeights& L : weights.layers) {
+        for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) check_matmul(*w);
+    }
+
+    mapped_ = placement == WeightPlacement::Mapped || (placement == WeightPlacement::Auto && prop_.integrated);
+    std::unordered_map<const uint8_t*, const uint8_t*> dev;  // host bytes -> device bytes
+    if (mapped_) {
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (const WeightTensor* w : all) {
+            if (!w->present()) continue;
+            lo = std::min(lo, reinterpret_cast<uintptr_t>(w->data));
+            hi = std::max(hi, reinterpret_cast<uintptr_t>(w->data) + static_cast<uintptr_t>(w->nbytes));
+        }
+        const uintptr_t page = static_cast<uintptr_t>(std::max(4096L, sysconf(_SC_PAGESIZE)));
+        lo &= ~(page - 1);
+        hi = (hi + page - 1) & ~(page - 1);
+        void* base = reinterpret_cast<void*>(lo);
+        // The file is mapped read-only: register it read-only where the device supports that.
+        cudaError_t e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+        if (e != cudaSuccess && e != cudaErrorHostMemoryAlreadyRegistered) {
+            (void)cudaGetLastError();
+            e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped);
+        }
+        // Another backend on the same file registered it already: use its registration.
+        const bool owner = e == cudaSuccess;
+        if (e == cudaErrorHostMemoryAlreadyRegistered) {
+            (void)cudaGetLastError();
+            e = cudaSuccess;
+        }
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (placement == WeightPlacement::Mapped) {
+                throw JllmError(strfmt("cuda: weights cannot be mapped in place (cudaHostRegister: %s)",
+                                       cudaGetErrorName(e)));
+            }
+            log_msg(LogLevel::Warn, "cuda: cudaHostRegister failed (%s); copying the weights", cudaGetErrorName(e));
+            mapped_ = false;
+        } else {
+            if (owner) registered_ = base;
+            void* dbase = nullptr;
+            JLLM_CUDA_CHECK(cudaHostGetDevicePointer(&dbase, base, 0));
+            for (const WeightTensor* w : all) {
+                if (w->present()) dev[w->data] = static_cast<const uint8_t*>(dbase) + (w->data - static_cast<const uint8_t*>(base));
+            }
+            weights_bytes_ = 0;
+        }
+    }
+    if (!mapped_) {
+        size_t total = 0;
+        for (const WeightTensor* w : all) {
+            if (w->present() && dev.emplace(w->data, nullptr).second) total += align256(w->nbytes);
+        }
+        uint8_t* buf = static_cast<uint8_t*>(alloc(total));
+        size_t off = 0;
+        for (auto& kv : dev) {
+            // find the size of this tensor (first tensor with this data pointer)
+            const WeightTensor* w = *std::find_if(all.begin(), all.end(), [&](const WeightTensor* t) {
+                return t->data == kv.first;
+            });
+            JLLM_CUDA_CHECK(cudaMemcpy(buf + off, w->data, w->nbytes, cudaMemcpyHostToDevice));
+            kv.second = buf + off;
+            off += align256(w->nbytes);
+        }
+        weights_bytes_ = static_cast<int64_t>(total);
+    }
+    auto bind = [&](const WeightTensor& w) {
+        DevWeight d;
+        if (!w.present()) return d;
+        d.data = dev.at(w.data);
+        d.type = w.type;
+        d.cols = w.cols;
+        d.rows = w.rows;
+        d.host = w.data;
+        return d;
+    };
+    token_embd_ = bind(weights.token_embd);
+    output_norm_ = bind(weights.output_norm);
+    output_ = bind(weights.output);
+    layers_.clear();
+    for (const LayerWeights& L : weights.layers) {
+        DevLayer d;
+        d.attn_norm = bind(L.attn_norm);
+        d.wq = bind(L.wq);
+        d.wk = bind(L.wk);
+        d.wv = bind(L.wv);
+        d.bq = bind(L.bq);
+        d.bk = bind(L.bk);
+        d.bv = bind(L.bv);
+        d.q_norm = bind(L.q_norm);
+        d.k_norm = bind(L.k_norm);
+        d.wo = bind(L.wo);
+        d.ffn_norm = bind(L.ffn_norm);
+        d.w_gate = bind(L.w_gate);
+        d.w_up = bind(L.w_up);
+        d.w_down = bind(L.w_down);
+        layers_.push_back(d);
+    }
+    const std::vector<float> inv = rope_inv_freq(
+        c_, weights.rope_freqs.present() ? reinterpret_cast<const float*>(weights.rope_freqs.data) : nullptr);
+    inv_freq_ = static_cast<float*>(alloc(std::max<size_t>(1, inv.size()) * sizeof(float)));
+    if (!inv.empty()) {
+        JLLM_CUDA_CHECK(cudaMemcpy(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
+}
+
+void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
+    JLLM_ASSERT(hw_ != nullptr && n_ctx >= 1);
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    n_ctx_ = n_ctx;
+    n_batch_ = std::max(1, n_batch);
+    kv_type_ = kv_type;
+    const size_t elt = kv_type == KvType::Int8 ? 1 : 2;
+    const size_t kv_elems = static_cast<size_t>(n_ctx) * static_cast<size_t>(c_.kv_dim());
+    const size_t sc_elems = static_cast<size_t>(n_ctx) * static_cast<size_t>(c_.n_head_kv);
+    kv_.assign(static_cast<size_t>(c_.n_layer), DevKv{});
+    for (DevKv& l : kv_) {
+        l.k = alloc(kv_elems * elt);
+        l.v = alloc(kv_elems * elt);
+        JLLM_CUDA_CHECK(cudaMemset(l.k, 0, kv_elems * elt));
+        JLLM_CUDA_CHECK(cudaMemset(l.v, 0, kv_elems * elt));
+        if (kv_type == KvType::Int8) {
+            l.k_scale = static_cast<Half*>(alloc(sc_elems * sizeof(Half)));
+            l.v_scale = static_cast<Half*>(alloc(sc_elems * sizeof(Half)));
+            JLLM_CUDA_CHECK(cudaMemset(l.k_scale, 0, sc_elems * sizeof(Half)));
+            JLLM_CUDA_CHECK(cudaMemset(l.v_scale, 0, sc_elems * sizeof(Half)));
+        }
+    }
+    const size_t B = static_cast<size_t>(n_batch_);
+    size_t floats = 0;
+    auto fbuf = [&](size_t n) {
+        floats += n;
+        return static_cast<float*>(alloc(n * sizeof(float)));
+    };
+    x_ = fbuf(B * c_.n_embd);
+    h_ = fbuf(B * c_.n_embd);
+    q_ = fbuf(B * c_.q_dim());
+    k_ = fbuf(B * c_.kv_dim());
+    v_ = fbuf(B * c_.kv_dim());
+    att_ = fbuf(B * c_.q_dim());
+    g_ = fbuf(B * c_.n_ff);
+    const bool mixed_ffn = std::any_of(layers_.begin(), layers_.end(),
+                                       [](const DevLayer& l) { return l.w_gate.type != l.w_up.type; });
+    if (mixed_ffn) u_ = fbuf(B * c_.n_ff);
+    logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
+    max_split_ = std::max(1, (n_ctx + cuda::ATTN_SPLIT_KEYS - 1) / cuda::ATTN_SPLIT_KEYS);
+    attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
+                                                  max_split_));
+    tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
+    argmax_dev_ = static_cast<int32_t*>(alloc(sizeof(int32_t)));
+    if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
+    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + sizeof(int32_t));
+}
+
+void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width) {
+    if (!tap_) return;
+    tap_buf_.resize(static_cast<size_t>(n_tokens * width));
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(tap_buf_.data(), dev, tap_buf_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream_));
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    char buf[64];
+    if (il >= 0) std::snprintf(buf, sizeof buf, "l%d.%s", il, name);
+    else std::snprintf(buf, sizeof buf, "%s", name);
+    tap_(tap_ctx_, buf, tap_buf_.data(), n_tokens, width);
+}
+
+void CudaBackend::embed(const int32_t* tokens, int n_tokens) {
+    const int64_t E = c_.n_embd;
+    if (embd_host_.empty()) {
+        cuda::launch_embed(token_embd_.type, token_embd_.data, token_embd_.rows, E, tokens_dev_, n_tokens, x_, stream_);
+        return;
+    }
+    // Host fallback for a type without an embedding kernel: dequantize the rows on the host.
+    const ToFloatFn to_float = type_traits(token_embd_.type).to_float;
+    const size_t rb = row_size(token_embd_.type, E);
+    for (int t = 0; t < n_tokens; ++t) {
+        to_float(token_embd_.host + static_cast<size_t>(tokens[t]) * rb, embd_host_.data() + t * E, E);
+    }
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(x_, embd_host_.data(), static_cast<size_t>(n_tokens) * E * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream_));
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // embd_host_ is reused by the next call
+}
+
+void CudaBackend::run_layers(const int32_t* tokens, int n_tokens, int pos0) {
+    JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
+    JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
+    for (int t = 0; t < n_tokens; ++t) JLLM_ASSERT(tokens[t] >= 0 && tokens[t] < token_embd_.rows);
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    const int64_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
+    embed(tokens, n_tokens);
+    tap("embd", -1, x_, n_tokens, E);
+    for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) {
+        const DevLayer& L = layers_[static_cast<size_t>(il)];
+        DevKv& kv = kv_[static_cast<size_t>(il)];
+        cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
+        matmul(L.wq, h_, n_tokens, q_, MatOut::Store);
+        matmul(L.wk, h_, n_tokens, k_, MatOut::Store);
+        matmul(L.wv, h_, n_tokens, v_, MatOut::Store);
+
+        cuda::QkvPostParams qp;
+        qp.q = q_;
+        qp.k = k_;
+        qp.v = v_;
+        qp.bq = L.bq.f32();
+        qp.bk = L.bk.f32();
+        qp.bv = L.bv.f32();
+        qp.q_norm = L.q_norm.f32();
+        qp.k_norm = L.k_norm.f32();
+        qp.inv_freq = inv_freq_;
+        qp.n_rot = static_cast<int>(c_.n_rot);
+        qp.neox = c_.recipe->rope_style == RopeStyle::NeoX;
+        qp.n_tok = n_tokens;
+        qp.pos0 = pos0;
+        qp.n_head = static_cast<int>(c_.n_head);
+        qp.n_head_kv = static_cast<int>(c_.n_head_kv);
+        qp.head_dim = static_cast<int>(c_.head_dim);
+        qp.eps = c_.rms_eps;
+        qp.kv_type = kv_type_;
+        qp.k_cache = kv.k;
+        qp.v_cache = kv.v;
+        qp.k_scale = kv.k_scale;
+        qp.v_scale = kv.v_scale;
+        cuda::launch_qkv_post(qp, stream_);
+        tap("q", il, q_, n_tokens, Q);
+        tap("k", il, k_, n_tokens, KV);
+        tap("v", il, v_, n_tokens, KV);
+
+        cuda::AttentionParams ap;
+        ap.q = q_;
+        ap.out = att_;
+        ap.k_cache = kv.k;
+        ap.v_cache = kv.v;
+        ap.k_scale = kv.k_scale;
+        ap.v_scale = kv.v_scale;
+        ap.kv_type = kv_type_;
+        ap.n_tok = n_tokens;
+        ap.pos0 = pos0;
+        ap.n_head = qp.n_head;
+        ap.n_head_kv = qp.n_head_kv;
+        ap.head_dim = qp.head_dim;
+        ap.work = attn_work_;
+        ap.max_split = max_split_;
+        cuda::launch_attention(ap, stream_);
+        tap("attn", il, att_, n_tokens, Q);
+
+        matmul(L.wo, att_, n_tokens, x_, MatOut::Add);
+        tap("attn_res", il, x_, n_tokens, E);
+        cuda::launch_rmsnorm(x_, L.ffn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
+        if (L.w_gate.type == L.w_up.type) {
+            matmul(L.w_gate, h_, n_tokens, g_, MatOut::SwiGLU, &L.w_up);
+        } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
+            matmul(L.w_gate, h_, n_tokens, g_, MatOut::Store);
+            matmul(L.w_up, h_, n_tokens, u_, MatOut::Store);
+            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
+        }
+        matmul(L.w_down, g_, n_tokens, x_, MatOut::Add);
+        tap("out", il, x_, n_tokens, E);
+    }
+}
+
+void CudaBackend::final_norm(int first, int n) {
+    const int64_t E = c_.n_embd;
+    cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, n, E, c_.rms_eps, stream_);
+    tap("final_norm", -1, h_, n, E);
+}
+
+void CudaBackend::logits_rows(int first, int n) {
+    JLLM_ASSERT(n >= 1 && n <= LOGIT_ROWS);
+    matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
+}
+
+void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    run_layers(tokens, n_tokens, pos0);
+    const int64_t V = c_.n_vocab;
+    if (mode == LogitsMode::Last) {
+        final_norm(n_tokens - 1, 1);
+        logits_rows(0, 1);
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    } else if (mode == LogitsMode::All) {
+        final_norm(0, n_tokens);
+        for (int first = 0; first < n_tokens; first += LOGIT_ROWS) {
+            const int n = std::min(LOGIT_ROWS, n_tokens - first);
+            logits_rows(first, n);
+            JLLM_CUDA_CHECK(cudaMemcpyAsync(logits + first * V, logits_dev_, static_cast<size_t>(n) * V * sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream_));
+        }
+    }
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    run_layers(&token, 1, pos);
+    final_norm(0, 1);
+    logits_rows(0, 1);
+    cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_dev_, stream_);
+    int32_t id = 0;
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(&id, argmax_dev_, sizeof id, cudaMemcpyDeviceToHost, stream_));
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return id;
+}
+
+void CudaBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
+    JLLM_ASSERT(pos0 >= 0 && n_pos >= 0 && pos0 + n_pos <= n_ctx_);
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t elt = kv_type_ == KvType::Int8 ? 1 : 2;
+    const size_t row = static_cast<size_t>(c_.kv_dim()) * elt;
+    const size_t srow = static_cast<size_t>(c_.n_head_kv) * sizeof(Half);
+    const bool int8 = kv_type_ == KvType::Int8;
+    const size_t per_layer = 2 * n_pos * row + (int8 ? 2 * n_pos * srow : 0);
+    out.type = kv_type_;
+    out.n_pos = n_pos;
+    out.bytes.resize(per_layer * kv_.size());
+    uint8_t* p = out.bytes.data();
+    auto get = [&](const void* base, size_t offset, size_t n) {
+        JLLM_CUDA_CHECK(cudaMemcpy(p, static_cast<const uint8_t*>(base) + offset, n, cudaMemcpyDeviceToHost));
+        p += n;
+    };
+    for (const DevKv& l : kv_) {
+        get(l.k, pos0 * row, n_pos * row);
+        if (int8) get(l.k_scale, pos0 * srow, n_pos * srow);
+        get(l.v, pos0 * row, n_pos * row);
+        if (int8) get(l.v_scale, pos0 * srow, n_pos * srow);
+    }
+}
+
+void CudaBackend::write_kv(int pos0, const KvBlob& in) {
+    if (in.type != kv_type_) throw JllmError("kv: snapshot KV type differs from the cache's");
+    const int n_pos = in.n_pos;
+    if (pos0 < 0 || n_pos < 0 || pos0 + n_pos > n_ctx_) throw JllmError("kv: snapshot does not fit the context");
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t elt = kv_type_ == KvType::Int8 ? 1 : 2;
+    const size_t row = static_cast<size_t>(c_.kv_dim()) * elt;
+    const size_t srow = static_cast<size_t>(c_.n_head_kv) * sizeof(Half);
+    const bool int8 = kv_type_ == KvType::Int8;
+    const size_t per_layer = 2 * n_pos * row + (int8 ? 2 * n_pos * srow : 0);
+    if (in.bytes.size() != per_layer * kv_.size()) throw JllmError("kv: snapshot size does not match the model");
+    const uint8_t* p = in.bytes.data();
+    auto put = [&](void* base, size_t offset, size_t n) {
+        JLLM_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(base) + offset, p, n, cudaMemcpyHostToDevice));
+        p += n;
+    };
+    for (DevKv& l : kv_) {
+        put(l.k, pos0 * row, n_pos * row);
+        if (int8) put(l.k_scale, pos0 * srow, n_pos * srow);
+        put(l.v, pos0 * row, n_pos * row);
+        if (int8) put(l.v_scale, pos0 * srow, n_pos * srow);
+    }
+}
+
+BackendMemory CudaBackend::memory() const {
+    BackendMemory m;
+    m.unified = prop_.integrated != 0;
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(device_) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        m.device_total = static_cast<int64_t>(total_b);
+        m.device_free = static_cast<int64_t>(free_b);
+    } else {
+        (void)cudaGetLastError();
+    }
+    m.weights_bytes = weights_bytes_;
+    m.kv_bytes = kv_bytes_for(c_, n_ctx_, kv_type_);
+    m.scratch_bytes = scratch_bytes_;
+    return m;
+}
+
+CudaBackend& as_cuda(Backend& backend) {
+    CudaBackend* b = dynamic_cast<CudaBackend*>(&backend);
+    JLLM_ASSERT_MSG(b != nullptr, "not a CUDA backend");
+    return *b;
+}
+
+}  // namespace
+
+bool cuda_device_available() { return cuda::device_count() > 0; }
+
+std::unique_ptr<Backend> create_cuda_backend(const ModelConfig& config, int device) {
+    if (!cuda_device_available()) throw JllmError("cuda: no CUDA device is available");
+    return std::make_unique<CudaBackend>(config, device);
+}
+
+void cuda_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx) { as_cuda(backend).set_tap(tap, ctx); }
+
+int32_t cuda_backend_forward_argmax(Backend& backend, int32_t token, int pos) {
+    return as_cuda(backend).forward_argmax(token, pos);
+}
+
+}  // namespace jllm

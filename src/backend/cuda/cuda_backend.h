@@ -1,0 +1,31 @@
+// backend/cuda/cuda_backend.h — the CUDA backend's public face, free of CUDA types so the
+// engine (under #if JLLM_CUDA) and the tests can include it from plain C++.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"  // ActivationTap
+
+namespace jllm {
+
+struct ModelConfig;
+
+// True when the CUDA runtime finds at least one device (false without a driver or GPU).
+bool cuda_device_available();
+
+// A backend on CUDA device `device`. Weight placement (bind_weights): Copy copies every tensor to
+// device memory; Mapped registers the mapped GGUF in place (cudaHostRegister) and reads it
+// zero-copy; Auto maps on integrated GPUs (Jetson: one DRAM) and copies on discrete ones.
+std::unique_ptr<Backend> create_cuda_backend(const ModelConfig& config, int device = 0);
+
+// Debug hook: the same named per-layer activations as cpu_backend_set_tap (synchronizes and
+// copies each to the host, so it is slow; null turns it off).
+void cuda_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx);
+
+// Greedy decode fast path: runs `token` at `pos` and returns the argmax of its logits, computed
+// on the GPU (4 bytes cross to the host instead of n_vocab floats).
+int32_t cuda_backend_forward_argmax(Backend& backend, int32_t token, int pos);
+
+}  // namespace jllm

@@ -1,0 +1,130 @@
+// backend/cuda/cuda_ops.h — the CUDA kernels' host entry points (`launch_<op>`) and their
+// scalar CPU twins (`<op>_ref`), plus the few device-memory helpers tests need. No CUDA type
+// appears here, so g++-compiled code (tests, the backend's host side) can include it.
+//
+// Conventions: every pointer passed to a launch_ function is device memory (or a mapped host
+// pointer readable by the device); `stream` is a cudaStream_t passed as void* (nullptr = the
+// legacy default stream). Launches are asynchronous; errors are checked at launch and, with
+// JLLM_CUDA_SYNC_CHECK=1 in the environment, after a synchronization (see cuda_check.h).
+// Activations are fp32, row-major [n_tokens][width]. The _ref twins take host memory and use
+// the same formulas in scalar code (quant/quant_ref.h dequantizers, fp64 or fp32 sums).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/fp16.h"
+#include "jllm_engine.h"
+#include "quant/quant_types.h"
+
+namespace jllm {
+namespace cuda {
+
+// ---- device memory helpers (throw JllmError on failure) ----
+int device_count();  // 0 when no device or no driver
+void* dev_alloc(size_t bytes);
+void dev_free(void* p) noexcept;
+void dev_memset(void* p, int byte, size_t bytes);
+void upload(void* dst, const void* src, size_t bytes);
+void download(void* dst, const void* src, size_t bytes);
+void synchronize();
+
+// ---- matrix products: y[n_tok][rows] = W[rows][cols] x[n_tok][cols] ----
+// W rows are GGUF rows (cols elements, row_size(type, cols) bytes each); cols is a multiple
+// of 32 (every block size divides it or equals 256 for k-quants, then cols % 256 == 0).
+enum class MatOut {
+    Store,   // y = W x
+    Add,     // y += W x (residual add fused)
+    SwiGLU,  // y = silu(W x) * (W2 x): W is the gate, W2 the up projection (same type and shape;
+             // otherwise two Store products and launch_swiglu)
+};
+bool matmul_type_supported(GgmlType type);
+// The kernels' own chunk dequantizer (cuda_common.cuh) run on the host: elements
+// [32c, 32c + 32) of `row` into out[32]. `row` 16-byte aligned. For tests without a GPU.
+void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out);
+// Decode GEMV: n_tok <= GEMV_MAX_TOKENS; a warp per row, the weight read once for all tokens.
+constexpr int GEMV_MAX_TOKENS = 4;
+void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                 int n_tok, float* y, MatOut out, void* stream);
+// Prefill GEMM: any n_tok; weight tiles dequantized to shared memory, fp32 FMA.
+void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                 int n_tok, float* y, MatOut out, void* stream);
+// Picks GEMV or GEMM by n_tok.
+void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                   int n_tok, float* y, MatOut out, void* stream);
+void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                int n_tok, float* y, MatOut out);
+
+// ---- SwiGLU when gate and up differ in type: y[i] = silu(g[i]) * u[i]; y may alias g ----
+void launch_swiglu(const float* g, const float* u, float* y, int64_t n, void* stream);
+void swiglu_ref(const float* g, const float* u, float* y, int64_t n);
+
+// ---- embedding: out[n_tok][n_embd] = dequantized rows tokens[t] of table [n_vocab][n_embd] ----
+// tokens: device int32 [n_tok]. Ids outside [0, n_vocab) give rows of NaN (the host checks ids).
+bool embed_type_supported(GgmlType type);
+void launch_embed(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
+                  int n_tok, float* out, void* stream);
+void embed_ref(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens, int n_tok,
+               float* out);
+
+// ---- RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of n; y may alias x ----
+void launch_rmsnorm(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps, void* stream);
+void rmsnorm_ref(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps);
+
+// ---- after the Q/K/V projections: bias, Qwen3 Q/K-norm, RoPE, KV store ----
+struct QkvPostParams {
+    float* q = nullptr;        // [n_tok][n_head * head_dim], rotated in place
+    float* k = nullptr;        // [n_tok][n_head_kv * head_dim], rotated in place
+    float* v = nullptr;        // [n_tok][n_head_kv * head_dim]
+    const float* bq = nullptr; // [n_head * head_dim] or null (qwen2 biases)
+    const float* bk = nullptr; // [n_head_kv * head_dim] or null
+    const float* bv = nullptr; // [n_head_kv * head_dim] or null
+    const float* q_norm = nullptr;  // [head_dim] or null (qwen3 per-head RMSNorm)
+    const float* k_norm = nullptr;  // [head_dim] or null
+    const float* inv_freq = nullptr;  // [n_rot / 2] (backend/cpu/rope.h rope_inv_freq)
+    int n_rot = 0;
+    bool neox = false;         // pairs (i, i + n_rot/2) instead of (2i, 2i+1)
+    int n_tok = 0, pos0 = 0;
+    int n_head = 0, n_head_kv = 0, head_dim = 0;  // head_dim <= 256, even
+    float eps = 1e-6f;
+    KvType kv_type = KvType::Int8;
+    // Layer cache, [n_ctx][n_head_kv][head_dim] int8 (or fp16); scales [n_ctx][n_head_kv] fp16
+    // (INT8 only): d = amax/127 rounded to fp16, q = round-half-even(x/d) clamped to +-127.
+    void* k_cache = nullptr;
+    void* v_cache = nullptr;
+    Half* k_scale = nullptr;
+    Half* v_scale = nullptr;
+};
+void launch_qkv_post(const QkvPostParams& p, void* stream);
+void qkv_post_ref(const QkvPostParams& p);  // host pointers throughout
+
+// ---- causal grouped-query attention over the layer cache ----
+// Token t (position pos0 + t) attends to positions 0..pos0+t. q [n_tok][n_head * head_dim],
+// out [n_tok][n_head * head_dim]; head h reads kv head h / (n_head / n_head_kv).
+// head_dim a multiple of 32 and <= 256.
+struct AttentionParams {
+    const float* q = nullptr;
+    float* out = nullptr;
+    const void* k_cache = nullptr;  // as QkvPostParams
+    const void* v_cache = nullptr;
+    const Half* k_scale = nullptr;
+    const Half* v_scale = nullptr;
+    KvType kv_type = KvType::Int8;
+    int n_tok = 0, pos0 = 0;
+    int n_head = 0, n_head_kv = 0, head_dim = 0;
+    // Decode split over the KV length: the partial results go to `work`
+    // ([n_tok][n_head][max_split][head_dim + 2] floats), then a combine kernel merges them.
+    float* work = nullptr;
+    int max_split = 0;  // 0 or 1: no split
+};
+constexpr int ATTN_SPLIT_KEYS = 256;  // keys per split (decode)
+size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
+void launch_attention(const AttentionParams& p, void* stream);
+void attention_ref(const AttentionParams& p);  // host pointers
+
+// ---- greedy sampling: out[0] = index of the first maximum of x[n] ----
+void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream);
+int32_t argmax_ref(const float* x, int64_t n);
+
+}  // namespace cuda
+}  // namespace jllm

@@ -1,0 +1,179 @@
+// backend/cuda/cuda_ops_ref.cpp — the scalar CPU twins of the CUDA kernels (cuda_ops.h), the
+// oracles of tests/cuda/ops. They follow the CPU backend's definitions (backend/cpu/): weights
+// dequantized by quant/quant_ref.h, RMSNorm, RoPE (rope_apply_ref), INT8 KV quantization and
+// attention; sums in double where the kernel's order differs from any fixed order.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/rope.h"
+#include "backend/cuda/cuda_ops.h"
+#include "core/error.h"
+
+namespace jllm {
+namespace cuda {
+
+void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                int n_tok, float* y, MatOut out) {
+    const TypeTraits& tt = type_traits(type);
+    const size_t rb = row_size(type, cols);
+    std::vector<float> row(static_cast<size_t>(cols)), row2(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        tt.to_float(static_cast<const uint8_t*>(w) + r * rb, row.data(), cols);
+        if (out == MatOut::SwiGLU) tt.to_float(static_cast<const uint8_t*>(w2) + r * rb, row2.data(), cols);
+        for (int t = 0; t < n_tok; ++t) {
+            const float* xt = x + static_cast<int64_t>(t) * cols;
+            double s = 0.0, s2 = 0.0;
+            for (int64_t i = 0; i < cols; ++i) s += static_cast<double>(row[i]) * xt[i];
+            if (out == MatOut::SwiGLU) {
+                for (int64_t i = 0; i < cols; ++i) s2 += static_cast<double>(row2[i]) * xt[i];
+            }
+            float& o = y[static_cast<int64_t>(t) * rows + r];
+            const float g = static_cast<float>(s);
+            if (out == MatOut::Store) o = g;
+            else if (out == MatOut::Add) o += g;
+            else o = g / (1.0f + std::exp(-g)) * static_cast<float>(s2);
+        }
+    }
+}
+
+void swiglu_ref(const float* g, const float* u, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void embed_ref(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens, int n_tok,
+               float* out) {
+    const size_t rb = row_size(type, n_embd);
+    for (int t = 0; t < n_tok; ++t) {
+        float* o = out + static_cast<int64_t>(t) * n_embd;
+        if (tokens[t] < 0 || tokens[t] >= n_vocab) {
+            std::fill(o, o + n_embd, NAN);
+            continue;
+        }
+        type_traits(type).to_float(static_cast<const uint8_t*>(table) + tokens[t] * rb, o, n_embd);
+    }
+}
+
+void rmsnorm_ref(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps) {
+    for (int r = 0; r < n_rows; ++r) {
+        const float* xr = x + r * n;
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+        for (int64_t i = 0; i < n; ++i) y[r * n + i] = xr[i] * scale * w[i];
+    }
+}
+
+namespace {
+
+void quantize_kv_int8_ref(const float* x, int64_t n, int8_t* q, Half* scale) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const Half d16 = to_half(amax / 127.0f);
+    const float d = to_f32(d16);
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = std::nearbyint(x[i] * id);
+        q[i] = static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, v)));
+    }
+    *scale = d16;
+}
+
+}  // namespace
+
+void qkv_post_ref(const QkvPostParams& p) {
+    const int hd = p.head_dim;
+    const int64_t q_dim = static_cast<int64_t>(p.n_head) * hd, kv_dim = static_cast<int64_t>(p.n_head_kv) * hd;
+    const RopeStyle style = p.neox ? RopeStyle::NeoX : RopeStyle::Normal;
+    for (int t = 0; t < p.n_tok; ++t) {
+        const int pos = p.pos0 + t;
+        for (int kind = 0; kind < 3; ++kind) {
+            const int nh = kind == 0 ? p.n_head : p.n_head_kv;
+            float* base = kind == 0 ? p.q + t * q_dim : (kind == 1 ? p.k : p.v) + t * kv_dim;
+            const float* bias = kind == 0 ? p.bq : kind == 1 ? p.bk : p.bv;
+            const float* nw = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
+            for (int h = 0; h < nh; ++h) {
+                float* v = base + h * hd;
+                if (bias) {
+                    for (int i = 0; i < hd; ++i) v[i] += bias[h * hd + i];
+                }
+                if (nw) rmsnorm_ref(v, nw, v, 1, hd, p.eps);
+                if (kind != 2) rope_apply_ref(v, p.n_rot, style, p.inv_freq, pos);
+                if (kind == 0) continue;
+                const int64_t off = (static_cast<int64_t>(pos) * p.n_head_kv + h) * hd;
+                if (p.kv_type == KvType::Int8) {
+                    int8_t* dst = static_cast<int8_t*>(kind == 1 ? p.k_cache : p.v_cache) + off;
+                    Half* sc = (kind == 1 ? p.k_scale : p.v_scale) + static_cast<int64_t>(pos) * p.n_head_kv + h;
+                    quantize_kv_int8_ref(v, hd, dst, sc);
+                } else {
+                    Half* dst = static_cast<Half*>(kind == 1 ? p.k_cache : p.v_cache) + off;
+                    for (int i = 0; i < hd; ++i) dst[i] = to_half(v[i]);
+                }
+            }
+        }
+    }
+}
+
+void attention_ref(const AttentionParams& p) {
+    const int hd = p.head_dim;
+    const int group = p.n_head / p.n_head_kv;
+    const int64_t kv_row = static_cast<int64_t>(p.n_head_kv) * hd;
+    const bool int8 = p.kv_type == KvType::Int8;
+    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<double> sc;
+    for (int t = 0; t < p.n_tok; ++t) {
+        const int n_kv = p.pos0 + t + 1;
+        sc.assign(static_cast<size_t>(n_kv), 0.0);
+        for (int h = 0; h < p.n_head; ++h) {
+            const int hk = h / group;
+            const float* q = p.q + (static_cast<int64_t>(t) * p.n_head + h) * hd;
+            double mx = -INFINITY;
+            for (int j = 0; j < n_kv; ++j) {
+                const int64_t off = j * kv_row + static_cast<int64_t>(hk) * hd;
+                double s = 0.0;
+                for (int d = 0; d < hd; ++d) {
+                    const float kv = int8 ? static_cast<float>(static_cast<const int8_t*>(p.k_cache)[off + d])
+                                          : to_f32(static_cast<const Half*>(p.k_cache)[off + d]);
+                    s += static_cast<double>(q[d]) * kv;
+                }
+                if (int8) s *= to_f32(p.k_scale[static_cast<int64_t>(j) * p.n_head_kv + hk]);
+                s *= inv_sqrt;
+                sc[static_cast<size_t>(j)] = s;
+                mx = std::max(mx, s);
+            }
+            double sum = 0.0;
+            for (int j = 0; j < n_kv; ++j) {
+                sc[static_cast<size_t>(j)] = std::exp(sc[static_cast<size_t>(j)] - mx);
+                sum += sc[static_cast<size_t>(j)];
+            }
+            float* out = p.out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
+            for (int d = 0; d < hd; ++d) {
+                double a = 0.0;
+                for (int j = 0; j < n_kv; ++j) {
+                    const int64_t off = j * kv_row + static_cast<int64_t>(hk) * hd;
+                    double pj = sc[static_cast<size_t>(j)] / sum;
+                    float vv;
+                    if (int8) {
+                        pj *= to_f32(p.v_scale[static_cast<int64_t>(j) * p.n_head_kv + hk]);
+                        vv = static_cast<float>(static_cast<const int8_t*>(p.v_cache)[off + d]);
+                    } else {
+                        vv = to_f32(static_cast<const Half*>(p.v_cache)[off + d]);
+                    }
+                    a += pj * vv;
+                }
+                out[d] = static_cast<float>(a);
+            }
+        }
+    }
+}
+
+int32_t argmax_ref(const float* x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i) {
+        if (x[i] > x[best]) best = i;
+    }
+    return static_cast<int32_t>(best);
+}
+
+}  // namespace cuda
+}  // namespace jllm

@@ -1,0 +1,554 @@
+// tests/cuda/ops/test_cuda_ops.cpp — every CUDA kernel against its CPU twin (cuda_ops.h `_ref`)
+// on fresh random inputs: odd sizes, sizes that are not a multiple of the block/tile, both KV
+// types. Outputs are poisoned before each launch. Each op states its error bound:
+//   matmul (GEMV, GEMM; store/add/SwiGLU): |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 (fp32
+//     accumulation in any order against an fp64 sum of the same dequantized weights);
+//   embedding: bit-exact (dequantization is exact, quant_ref.cpp);
+//   RMSNorm: |gpu - ref| <= 1e-5 * |ref| + 1e-6 (fp32 vs fp64 sum of squares);
+//   SwiGLU: 1e-6 relative (expf vs std::exp);
+//   Q/K/V post (bias, Q/K-norm, RoPE): 2e-5 relative to the head's max |x|; INT8 KV: fp16
+//     scales within 1 ulp and values within 1 step, fewer than 1% off by one (rounding ties
+//     move with the last bit of the input); FP16 KV within 1 fp16 ulp;
+//   attention: |gpu - ref| <= 2e-4 * max |v| (fp32 online softmax vs fp64 two-pass);
+//   argmax: exact, first maximum.
+#include <gtest/gtest.h>
+
+#if JLLM_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../unit/cpu_kernels/kernel_test_util.h"
+#include "backend/cpu/rope.h"
+#include "backend/cuda/cuda_ops.h"
+#include "cuda_test_util.h"
+#include "model/model_config.h"
+
+namespace jllm::test {
+namespace {
+
+using cuda::MatOut;
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
+    std::normal_distribution<float> nd(0.0f, sd);
+    std::vector<float> v(n);
+    for (float& x : v) x = nd(rng);
+    return v;
+}
+
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+    std::vector<uint8_t> m;
+    for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<uint8_t> row = random_weight_row(type, cols, rng);
+        m.insert(m.end(), row.begin(), row.end());
+    }
+    return m;
+}
+
+// ------------------------------------------------------------------------------- matmul
+
+struct MatCase {
+    GgmlType type;
+    int64_t rows, cols;
+    int n_tok;
+    MatOut out;
+    bool gemm;  // force the GEMM path (else GEMV)
+};
+
+std::string mat_name(const MatCase& c) {
+    const char* o = c.out == MatOut::Store ? "store" : c.out == MatOut::Add ? "add" : "swiglu";
+    return std::string(type_name(c.type)) + " " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n_tok=" +
+           std::to_string(c.n_tok) + " " + o + (c.gemm ? " gemm" : " gemv");
+}
+
+void run_matmul_case(const MatCase& c, std::mt19937& rng) {
+    SCOPED_TRACE(mat_name(c));
+    const std::vector<uint8_t> w = random_matrix(c.type, c.rows, c.cols, rng);
+    const std::vector<uint8_t> w2 = random_matrix(c.type, c.rows, c.cols, rng);
+    std::vector<float> x;
+    for (int t = 0; t < c.n_tok; ++t) {
+        const std::vector<float> xt = random_activations(c.cols, rng);
+        x.insert(x.end(), xt.begin(), xt.end());
+    }
+    const size_t ny = static_cast<size_t>(c.rows) * c.n_tok;
+    std::vector<float> y0 = c.out == MatOut::Add ? randn(ny, rng) : std::vector<float>(ny, 0.0f);
+
+    // Reference: g = W x and u = W2 x separately (for the bound), then the epilogue.
+    std::vector<float> g(ny), u(ny), mag_g(ny), mag_u(ny);
+    cuda::matmul_ref(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, g.data(), MatOut::Store);
+    cuda::matmul_ref(c.type, w2.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, u.data(), MatOut::Store);
+    const size_t rb = row_size(c.type, c.cols);
+    for (int64_t r = 0; r < c.rows; ++r) {
+        const std::vector<float> wr = dequantize(c.type, w.data() + r * rb, c.cols);
+        const std::vector<float> wr2 = dequantize(c.type, w2.data() + r * rb, c.cols);
+        for (int t = 0; t < c.n_tok; ++t) {
+            double a = 0.0, b = 0.0;
+            for (int64_t i = 0; i < c.cols; ++i) {
+                a += std::fabs(static_cast<double>(wr[i]) * x[t * c.cols + i]);
+                b += std::fabs(static_cast<double>(wr2[i]) * x[t * c.cols + i]);
+            }
+            mag_g[t * c.rows + r] = static_cast<float>(a);
+            mag_u[t * c.rows + r] = static_cast<float>(b);
+        }
+    }
+    std::vector<float> ref = y0;
+    cuda::matmul_ref(c.type, w.data(), w2.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data(), c.out);
+
+    DevBuf<uint8_t> dw(w), dw2(w2);
+    DevBuf<float> dx(x), dy(ny);
+    if (c.out == MatOut::Add) dy.upload(y0);
+    else dy.poison();
+    if (c.gemm) {
+        cuda::launch_gemm(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
+    } else {
+        cuda::launch_gemv(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
+    }
+    const std::vector<float> got = dy.download();
+    int bad = 0;
+    for (size_t i = 0; i < ny; ++i) {
+        const double eg = 1e-4 * mag_g[i] + 1e-6, eu = 1e-4 * mag_u[i] + 1e-6;
+        double tol = eg;
+        if (c.out == MatOut::SwiGLU) {
+            const double sg = g[i] / (1.0 + std::exp(-static_cast<double>(g[i])));
+            tol = 1.1 * eg * (std::fabs(u[i]) + eu) + std::fabs(sg) * eu + 1e-6;
+        }
+        if (!(std::fabs(static_cast<double>(got[i]) - ref[i]) <= tol)) {
+            if (++bad <= 5) ADD_FAILURE() << "y[" << i << "] = " << got[i] << ", ref " << ref[i] << ", tol " << tol;
+        }
+    }
+    EXPECT_EQ(bad, 0);
+}
+
+const GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                              GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+int64_t cols_for(GgmlType t, int variant) {
+    const bool k = type_traits(t).block_size == 256;
+    if (k) return variant == 0 ? 256 : 768;
+    return variant == 0 ? 96 : 544;  // 3 and 17 blocks: not a multiple of the warp's 32 chunks
+}
+
+// The kernels' chunk dequantizers, compiled for the host from the same source, against
+// quant_ref: bit for bit. Needs no GPU.
+TEST(CudaOps, ChunkDequantizersBitExactOnHost) {
+    std::mt19937 rng(77);
+    for (GgmlType t : kAllTypes) {
+        SCOPED_TRACE(type_name(t));
+        const int64_t n = 768;
+        for (int rep = 0; rep < 10; ++rep) {
+            const std::vector<uint8_t> row = random_weight_row(t, n, rng);
+            std::vector<uint64_t> aligned((row.size() + 7) / 8 + 1);  // 16-byte aligned on these platforms
+            uint8_t* r = reinterpret_cast<uint8_t*>(aligned.data());
+            if (reinterpret_cast<uintptr_t>(r) % 16 != 0) r += 8;
+            std::memcpy(r, row.data(), row.size());
+            const std::vector<float> ref = dequantize(t, r, n);
+            std::vector<float> got(static_cast<size_t>(n));
+            for (int64_t c = 0; c < n / 32; ++c) cuda::dequant_chunk_host(t, r, c, got.data() + c * 32);
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(0, std::memcmp(&got[i], &ref[i], 4)) << i << ": " << got[i] << " vs " << ref[i];
+        }
+    }
+}
+
+TEST(CudaOps, GemvEveryTypeAndEpilogue) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(1234);
+    for (GgmlType t : kAllTypes) {
+        ASSERT_TRUE(cuda::matmul_type_supported(t)) << type_name(t);
+        for (int v = 0; v < 2; ++v) {
+            const int64_t cols = cols_for(t, v);
+            run_matmul_case({t, 67, cols, 1, MatOut::Store, false}, rng);
+            run_matmul_case({t, 5, cols, 3, MatOut::Add, false}, rng);
+            run_matmul_case({t, 130, cols, cuda::GEMV_MAX_TOKENS, MatOut::SwiGLU, false}, rng);
+        }
+        run_matmul_case({t, 1, cols_for(t, 0), 2, MatOut::Store, false}, rng);
+    }
+}
+
+TEST(CudaOps, GemmEveryTypeAndEpilogue) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(5678);
+    for (GgmlType t : kAllTypes) {
+        const int64_t cols = cols_for(t, 1);
+        run_matmul_case({t, 67, cols, 5, MatOut::Store, true}, rng);     // partial row and token tiles
+        run_matmul_case({t, 64, cols, 33, MatOut::Add, true}, rng);      // exact row tile, 2 token tiles
+        run_matmul_case({t, 131, cols, 70, MatOut::SwiGLU, true}, rng);  // 3 x 3 partial tiles
+        run_matmul_case({t, 7, cols_for(t, 0), 1, MatOut::Store, true}, rng);
+    }
+}
+
+TEST(CudaOps, MatmulDispatchesBySize) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(99);
+    for (int n_tok : {1, 4, 5, 17}) {
+        const MatCase c{GgmlType::Q4_K, 40, 512, n_tok, MatOut::Store, false};
+        const std::vector<uint8_t> w = random_matrix(c.type, c.rows, c.cols, rng);
+        const std::vector<float> x = randn(static_cast<size_t>(c.cols) * n_tok, rng);
+        std::vector<float> ref(static_cast<size_t>(c.rows) * n_tok);
+        cuda::matmul_ref(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), n_tok, ref.data(), MatOut::Store);
+        DevBuf<uint8_t> dw(w);
+        DevBuf<float> dx(x), dy(ref.size());
+        dy.poison();
+        cuda::launch_matmul(c.type, dw.get(), nullptr, c.rows, c.cols, dx.get(), n_tok, dy.get(), MatOut::Store,
+                            nullptr);
+        const std::vector<float> got = dy.download();
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-3 * (1.0 + std::fabs(ref[i]))) << i;
+    }
+}
+
+TEST(CudaOps, SwiGluElementwise) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(3);
+    for (int64_t n : {1, 255, 256, 1000, 70001}) {
+        const std::vector<float> g = randn(static_cast<size_t>(n), rng, 4.0f), u = randn(static_cast<size_t>(n), rng);
+        std::vector<float> ref(g.size());
+        cuda::swiglu_ref(g.data(), u.data(), ref.data(), n);
+        DevBuf<float> dg(g), du(u), dy(g.size());
+        dy.poison();
+        cuda::launch_swiglu(dg.get(), du.get(), dy.get(), n, nullptr);
+        std::vector<float> got = dy.download();
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
+        cuda::launch_swiglu(dg.get(), du.get(), dg.get(), n, nullptr);  // in place, as the backend runs it
+        got = dg.download();
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-6 * (1.0 + std::fabs(ref[i]))) << i;
+    }
+}
+
+// ------------------------------------------------------------------------------- embedding
+
+TEST(CudaOps, EmbeddingEveryTypeBitExact) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(42);
+    for (GgmlType t : kAllTypes) {
+        SCOPED_TRACE(type_name(t));
+        const int64_t n_vocab = 37, n_embd = cols_for(t, 1);
+        const std::vector<uint8_t> table = random_matrix(t, n_vocab, n_embd, rng);
+        const std::vector<int32_t> ids = {0, 36, 5, 5, 17, -1, 37, 2, 11};  // repeats; -1 and 37 out of range
+        const int n_tok = static_cast<int>(ids.size());
+        std::vector<float> ref(static_cast<size_t>(n_tok) * n_embd);
+        cuda::embed_ref(t, table.data(), n_vocab, n_embd, ids.data(), n_tok, ref.data());
+        DevBuf<uint8_t> dt(table);
+        DevBuf<int32_t> did(ids);
+        DevBuf<float> out(ref.size());
+        out.poison(0x7F);  // a finite garbage pattern: the out-of-range rows must become NaN
+        cuda::launch_embed(t, dt.get(), n_vocab, n_embd, did.get(), n_tok, out.get(), nullptr);
+        const std::vector<float> got = out.download();
+        for (size_t i = 0; i < ref.size(); ++i) {
+            if (std::isnan(ref[i])) {
+                ASSERT_TRUE(std::isnan(got[i])) << i;
+            } else {
+                ASSERT_EQ(got[i], ref[i]) << i;
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------- RMSNorm
+
+TEST(CudaOps, RmsNorm) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(7);
+    for (int64_t n : {1, 31, 257, 1000, 4096}) {
+        for (int rows : {1, 5}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " rows=" + std::to_string(rows));
+            const std::vector<float> x = randn(static_cast<size_t>(n) * rows, rng, 3.0f);
+            const std::vector<float> w = randn(static_cast<size_t>(n), rng);
+            std::vector<float> ref(x.size());
+            cuda::rmsnorm_ref(x.data(), w.data(), ref.data(), rows, n, 1e-6f);
+            DevBuf<float> dx(x), dw(w), dy(x.size());
+            dy.poison();
+            cuda::launch_rmsnorm(dx.get(), dw.get(), dy.get(), rows, n, 1e-6f, nullptr);
+            std::vector<float> got = dy.download();
+            for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-6) << i;
+            // in place (y aliases x)
+            cuda::launch_rmsnorm(dx.get(), dw.get(), dx.get(), rows, n, 1e-6f, nullptr);
+            got = dx.download();
+            for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-6) << i;
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------- Q/K/V post + KV store
+
+struct PostCase {
+    KvType kv;
+    bool neox, bias, qk_norm;
+    int head_dim, n_rot, n_head, n_head_kv, n_tok, pos0;
+};
+
+void run_post_case(const PostCase& c, std::mt19937& rng) {
+    SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + (c.neox ? " neox" : " normal") +
+                 (c.bias ? " bias" : "") + (c.qk_norm ? " qk_norm" : "") + " hd=" + std::to_string(c.head_dim) +
+                 " n_rot=" + std::to_string(c.n_rot) + " heads=" + std::to_string(c.n_head) + "/" +
+                 std::to_string(c.n_head_kv) + " n_tok=" + std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0));
+    const int hd = c.head_dim, Q = c.n_head * hd, KV = c.n_head_kv * hd;
+    const int n_ctx = c.pos0 + c.n_tok + 3;
+    std::vector<float> q = randn(static_cast<size_t>(c.n_tok) * Q, rng, 2.0f);
+    std::vector<float> k = randn(static_cast<size_t>(c.n_tok) * KV, rng, 2.0f);
+    std::vector<float> v = randn(static_cast<size_t>(c.n_tok) * KV, rng, 2.0f);
+    if (c.n_tok > 1) {
+        std::fill(k.begin() + KV, k.begin() + KV + hd, 0.0f);  // an all-zero head: scale 0
+    }
+    const std::vector<float> bq = randn(Q, rng, 0.5f), bk = randn(KV, rng, 0.5f), bv = randn(KV, rng, 0.5f);
+    const std::vector<float> qn = randn(hd, rng), kn = randn(hd, rng);
+    ModelConfig mc;
+    mc.n_rot = c.n_rot;
+    mc.rope_freq_base = 10000.0f;
+    const std::vector<float> inv = rope_inv_freq(mc, nullptr);
+
+    const size_t elt = c.kv == KvType::Int8 ? 1 : 2;
+    const size_t cache_bytes = static_cast<size_t>(n_ctx) * KV * elt;
+    const size_t n_scales = static_cast<size_t>(n_ctx) * c.n_head_kv;
+    const int poison = c.kv == KvType::Int8 ? 0x80 : 0xFF;  // int8 -128 (never stored) / fp16 NaN
+    std::vector<uint8_t> kc(cache_bytes, static_cast<uint8_t>(poison)), vc(cache_bytes, static_cast<uint8_t>(poison));
+    std::vector<Half> ks(n_scales, Half{0xFFFF}), vs(n_scales, Half{0xFFFF});
+
+    cuda::QkvPostParams p;
+    p.n_rot = c.n_rot;
+    p.neox = c.neox;
+    p.n_tok = c.n_tok;
+    p.pos0 = c.pos0;
+    p.n_head = c.n_head;
+    p.n_head_kv = c.n_head_kv;
+    p.head_dim = hd;
+    p.eps = 1e-6f;
+    p.kv_type = c.kv;
+
+    // CPU twin on host copies.
+    std::vector<float> rq = q, rk = k, rv = v;
+    std::vector<uint8_t> rkc = kc, rvc = vc;
+    std::vector<Half> rks = ks, rvs = vs;
+    cuda::QkvPostParams hp = p;
+    hp.q = rq.data();
+    hp.k = rk.data();
+    hp.v = rv.data();
+    hp.bq = c.bias ? bq.data() : nullptr;
+    hp.bk = c.bias ? bk.data() : nullptr;
+    hp.bv = c.bias ? bv.data() : nullptr;
+    hp.q_norm = c.qk_norm ? qn.data() : nullptr;
+    hp.k_norm = c.qk_norm ? kn.data() : nullptr;
+    hp.inv_freq = inv.data();
+    hp.k_cache = rkc.data();
+    hp.v_cache = rvc.data();
+    hp.k_scale = c.kv == KvType::Int8 ? rks.data() : nullptr;
+    hp.v_scale = c.kv == KvType::Int8 ? rvs.data() : nullptr;
+    cuda::qkv_post_ref(hp);
+
+    DevBuf<float> dq(q), dk(k), dv(v), dbq(bq), dbk(bk), dbv(bv), dqn(qn), dkn(kn), dinv(inv);
+    DevBuf<uint8_t> dkc(kc), dvc(vc);
+    DevBuf<Half> dks(ks), dvs(vs);
+    cuda::QkvPostParams dp = p;
+    dp.q = dq.get();
+    dp.k = dk.get();
+    dp.v = dv.get();
+    dp.bq = c.bias ? dbq.get() : nullptr;
+    dp.bk = c.bias ? dbk.get() : nullptr;
+    dp.bv = c.bias ? dbv.get() : nullptr;
+    dp.q_norm = c.qk_norm ? dqn.get() : nullptr;
+    dp.k_norm = c.qk_norm ? dkn.get() : nullptr;
+    dp.inv_freq = dinv.get();
+    dp.k_cache = dkc.get();
+    dp.v_cache = dvc.get();
+    dp.k_scale = c.kv == KvType::Int8 ? dks.get() : nullptr;
+    dp.v_scale = c.kv == KvType::Int8 ? dvs.get() : nullptr;
+    cuda::launch_qkv_post(dp, nullptr);
+
+    auto check_vec = [&](const char* what, const std::vector<float>& got, const std::vector<float>& ref) {
+        for (size_t h0 = 0; h0 < ref.size(); h0 += hd) {
+            float amax = 0.0f;
+            for (int i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(ref[h0 + i]));
+            for (int i = 0; i < hd; ++i) {
+                ASSERT_NEAR(got[h0 + i], ref[h0 + i], 2e-5 * amax + 1e-6) << what << "[" << h0 + i << "]";
+            }
+        }
+    };
+    check_vec("q", dq.download(), rq);
+    check_vec("k", dk.download(), rk);
+    check_vec("v", dv.download(), rv);
+
+    auto check_cache = [&](const char* what, const std::vector<uint8_t>& got, const std::vector<uint8_t>& ref,
+                           const std::vector<Half>& gs, const std::vector<Half>& rs) {
+        if (c.kv == KvType::Int8) {
+            int off_by_one = 0, written = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                const int a = static_cast<int8_t>(got[i]), b = static_cast<int8_t>(ref[i]);
+                if (b == -128) {
+                    ASSERT_EQ(a, -128) << what << " written outside the batch's positions at " << i;
+                    continue;
+                }
+                ++written;
+                ASSERT_NE(a, -128) << what << " not written at " << i;
+                ASSERT_LE(std::abs(a - b), 1) << what << "[" << i << "]";
+                off_by_one += a != b;
+            }
+            EXPECT_LE(off_by_one, written / 100 + 1) << what;
+            for (size_t i = 0; i < rs.size(); ++i) {
+                if (rs[i].bits == 0xFFFF) {
+                    ASSERT_EQ(gs[i].bits, 0xFFFF) << what << " scale written outside the batch at " << i;
+                    continue;
+                }
+                ASSERT_LE(std::abs(static_cast<int>(gs[i].bits) - static_cast<int>(rs[i].bits)), 1)
+                    << what << " scale[" << i << "]";
+            }
+        } else {
+            const Half* g = reinterpret_cast<const Half*>(got.data());
+            const Half* r = reinterpret_cast<const Half*>(ref.data());
+            for (size_t i = 0; i < ref.size() / 2; ++i) {
+                if (r[i].bits == 0xFFFF) {
+                    ASSERT_EQ(g[i].bits, 0xFFFF) << what << " written outside the batch at " << i;
+                    continue;
+                }
+                const float gf = to_f32(g[i]), rf = to_f32(r[i]);
+                ASSERT_LE(std::fabs(gf - rf), std::ldexp(std::fabs(rf), -10) + 6e-8f) << what << "[" << i << "]";  // 1 fp16 ulp
+            }
+        }
+    };
+    check_cache("k cache", dkc.download(), rkc, dks.download(), rks);
+    check_cache("v cache", dvc.download(), rvc, dvs.download(), rvs);
+}
+
+TEST(CudaOps, QkvPostRopeAndKvStore) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2024);
+    for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+        for (bool neox : {false, true}) {
+            run_post_case({kv, neox, false, false, 64, 64, 4, 2, 5, 0}, rng);
+            run_post_case({kv, neox, true, false, 128, 128, 8, 8, 3, 37}, rng);     // qwen2-like biases, MHA
+            run_post_case({kv, neox, false, true, 128, 128, 16, 2, 7, 1000}, rng);  // qwen3-like Q/K-norm
+            run_post_case({kv, neox, true, true, 96, 32, 6, 3, 1, 4095}, rng);      // partial rotary, decode
+            run_post_case({kv, neox, false, false, 256, 256, 2, 1, 2, 5}, rng);     // largest head
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------- attention
+
+struct AttnCase {
+    KvType kv;
+    int head_dim, n_head, n_head_kv, n_tok, pos0, max_split;
+};
+
+void run_attn_case(const AttnCase& c, std::mt19937& rng) {
+    SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.head_dim) +
+                 " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " n_tok=" +
+                 std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0) + " split=" + std::to_string(c.max_split));
+    const int hd = c.head_dim, KV = c.n_head_kv * hd, Q = c.n_head * hd;
+    const int n_ctx = c.pos0 + c.n_tok + 5;  // a few unused positions at the end
+    const size_t n_elem = static_cast<size_t>(n_ctx) * KV;
+    std::vector<uint8_t> kc, vc;
+    std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv), vs(ks.size());
+    float vmax = 0.0f;
+    if (c.kv == KvType::Int8) {
+        std::uniform_int_distribution<int> q8(-127, 127);
+        std::uniform_real_distribution<float> sc(0.005f, 0.05f);
+        kc.resize(n_elem);
+        vc.resize(n_elem);
+        for (auto& b : kc) b = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+        for (auto& b : vc) b = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+        for (auto& s : ks) s = to_half(sc(rng) * 4.0f);
+        for (auto& s : vs) {
+            s = to_half(sc(rng));
+            vmax = std::max(vmax, 127.0f * to_f32(s));
+        }
+    } else {
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        kc.resize(n_elem * 2);
+        vc.resize(n_elem * 2);
+        Half* kh = reinterpret_cast<Half*>(kc.data());
+        Half* vh = reinterpret_cast<Half*>(vc.data());
+        for (size_t i = 0; i < n_elem; ++i) {
+            kh[i] = to_half(2.0f * nd(rng));
+            vh[i] = to_half(nd(rng));
+            vmax = std::max(vmax, std::fabs(to_f32(vh[i])));
+        }
+    }
+    const std::vector<float> q = randn(static_cast<size_t>(c.n_tok) * Q, rng);
+    std::vector<float> ref(q.size());
+    cuda::AttentionParams p;
+    p.kv_type = c.kv;
+    p.n_tok = c.n_tok;
+    p.pos0 = c.pos0;
+    p.n_head = c.n_head;
+    p.n_head_kv = c.n_head_kv;
+    p.head_dim = hd;
+    cuda::AttentionParams hp = p;
+    hp.q = q.data();
+    hp.out = ref.data();
+    hp.k_cache = kc.data();
+    hp.v_cache = vc.data();
+    hp.k_scale = ks.data();
+    hp.v_scale = vs.data();
+    cuda::attention_ref(hp);
+
+    DevBuf<float> dq(q), dout(q.size());
+    DevBuf<uint8_t> dkc(kc), dvc(vc);
+    DevBuf<Half> dks(ks), dvs(vs);
+    const size_t wf = cuda::attention_work_floats(c.n_tok, c.n_head, hd, std::max(1, c.max_split));
+    DevBuf<float> work(wf);
+    work.poison();
+    dout.poison();
+    cuda::AttentionParams dp = p;
+    dp.q = dq.get();
+    dp.out = dout.get();
+    dp.k_cache = dkc.get();
+    dp.v_cache = dvc.get();
+    dp.k_scale = c.kv == KvType::Int8 ? dks.get() : nullptr;
+    dp.v_scale = c.kv == KvType::Int8 ? dvs.get() : nullptr;
+    dp.work = work.get();
+    dp.max_split = c.max_split;
+    cuda::launch_attention(dp, nullptr);
+    const std::vector<float> got = dout.download();
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 2e-4 * vmax) << i;
+}
+
+TEST(CudaOps, AttentionPrefillAndDecode) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(31337);
+    for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+        run_attn_case({kv, 64, 4, 2, 1, 0, 1}, rng);        // first token: one key
+        run_attn_case({kv, 64, 8, 2, 37, 0, 1}, rng);       // prefill from 0, GQA 4
+        run_attn_case({kv, 128, 6, 6, 5, 61, 1}, rng);      // prefill after a prefix, MHA
+        run_attn_case({kv, 32, 8, 1, 3, 300, 1}, rng);      // MQA, small head
+        run_attn_case({kv, 256, 2, 1, 2, 9, 1}, rng);       // largest head
+        run_attn_case({kv, 128, 16, 8, 1, 30, 4}, rng);     // decode, context < one split
+        run_attn_case({kv, 128, 16, 8, 1, 1000, 8}, rng);   // decode split over 4 ranges
+        run_attn_case({kv, 64, 4, 2, 1, 2047, 3}, rng);     // more ranges wanted than allowed
+        run_attn_case({kv, 96, 4, 4, 1, 513, 64}, rng);     // head_dim 96, split 3, last split short
+        run_attn_case({kv, 64, 12, 4, 23, 40, 1}, rng);     // group 3: 5 tokens per block, partial last tile
+        run_attn_case({kv, 256, 32, 2, 3, 70, 1}, rng);     // group 16, largest head: > 48 KB shared memory
+        run_attn_case({kv, 128, 32, 1, 1, 700, 4}, rng);    // group 32 (1024 threads), decode split
+    }
+}
+
+// ------------------------------------------------------------------------------- argmax
+
+TEST(CudaOps, ArgmaxFirstMaximum) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(11);
+    for (int64_t n : {1, 2, 1000, 1025, 151936}) {
+        std::vector<float> x = randn(static_cast<size_t>(n), rng);
+        if (n > 10) {
+            const float m = *std::max_element(x.begin(), x.end()) + 1.0f;
+            x[static_cast<size_t>(n / 3)] = m;  // tie: the first wins
+            x[static_cast<size_t>(n - 1)] = m;
+        }
+        DevBuf<float> dx(x);
+        DevBuf<int32_t> out(1);
+        out.poison();
+        cuda::launch_argmax(dx.get(), n, out.get(), nullptr);
+        EXPECT_EQ(out.download()[0], cuda::argmax_ref(x.data(), n)) << "n=" << n;
+    }
+}
+
+}  // namespace
+}  // namespace jllm::test
+
+#else
+
+TEST(CudaOps, NotBuilt) { GTEST_SKIP() << "built without the CUDA backend"; }
+
+#endif
