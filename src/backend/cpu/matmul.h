@@ -35,8 +35,10 @@ void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t
 
 // Several weights that read the same input (Q/K/V; gate/up): x is quantized once when their
 // activation formats agree, and one parallel job covers all their rows.
-//   ws: [n_w], all with the same n_in;  ys[i]: [n_tokens, ws[i].n_out]
-// scratch: matmul_scratch_size(ws[0].type, n_in, n_tokens) bytes.
+//   ws: [n_w] (at most 8 for the fused path), all with the same n_in;
+//   ys[i]: [n_tokens, ws[i].n_out]
+// scratch: the largest matmul_scratch_size(ws[i].type, n_in, n_tokens). Weights whose
+// activation formats differ are run one after the other, reusing the scratch.
 void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const float* x,
                       int64_t n_tokens, float* const* ys, void* scratch, size_t scratch_bytes);
 
