@@ -150,6 +150,11 @@ public:
     // starting from an empty context (tests, perplexity, --dump-logits).
     Status eval_all_logits(const std::vector<int32_t>& tokens, std::vector<float>& logits);
 
+    // Throughput primitive (jllm-bench): cuts the resident sequence to its first `n_past` tokens,
+    // then runs `tokens` through the model in batches, last-token logits only, no sampling and
+    // no text. A prompt prefill is one call; a decode step is a call with one token.
+    Status forward_tokens(const std::vector<int32_t>& tokens, int n_past);
+
     void cancel();                  // any thread: the running generate stops soon (`cancelled`)
     ModelInfo model_info() const;   // any thread
     MemoryReport memory_report() const;  // any thread: the load-time budget plus live values

@@ -274,6 +274,38 @@ Status Engine::eval_all_logits(const std::vector<int32_t>& tokens, std::vector<f
     return Status::success();
 }
 
+Status Engine::forward_tokens(const std::vector<int32_t>& tokens, int n_past) {
+    Impl& m = *impl_;
+    if (!m.backend) return Status::error("no model loaded");
+    if (n_past < 0 || static_cast<size_t>(n_past) > m.resident.size()) {
+        return Status::error(strfmt("n_past %d is outside the resident sequence (%zu tokens)", n_past, m.resident.size()));
+    }
+    if (tokens.empty() || n_past + tokens.size() > static_cast<size_t>(m.n_ctx)) {
+        return Status::error(strfmt("forward needs 1..%d tokens after %d, got %zu", m.n_ctx - n_past, n_past,
+                                    tokens.size()));
+    }
+    for (int32_t id : tokens) {
+        if (id < 0 || id >= m.mc.n_vocab) return Status::error(strfmt("token id %d out of range", id));
+    }
+    try {
+        m.resident.resize(static_cast<size_t>(n_past));
+        m.backend->truncate_kv(n_past);
+        size_t i = 0;
+        while (i < tokens.size()) {
+            const size_t n = std::min(tokens.size() - i, static_cast<size_t>(m.n_batch));
+            const bool last = i + n == tokens.size();
+            m.backend->forward(tokens.data() + i, static_cast<int>(n), static_cast<int>(m.resident.size()),
+                               last ? LogitsMode::Last : LogitsMode::None, last ? m.logits.data() : nullptr);
+            m.resident.insert(m.resident.end(), tokens.begin() + static_cast<long>(i),
+                              tokens.begin() + static_cast<long>(i + n));
+            i += n;
+        }
+    } catch (const std::exception& e) {
+        return Status::error(e.what());
+    }
+    return Status::success();
+}
+
 GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback& on_piece) {
     Impl& m = *impl_;
     GenerateResult res;
