@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     app.add_option("--tokenizer-dir", tokenizer_dir,
                    "folder with the Hugging Face tokenizer folders qwen3/ and llama3/ (default: $JLLM_TOKENIZER_DIR or the repo's shared/testdata/tokenizers)");
     app.add_flag("--zeros", zeros, "all weights zero: layout only (fast; for type-table and loader tests)");
-    app.add_flag("--exact-quant", exact, "k-quants with the reference quantizers' full scale search (about 6x slower)");
+    app.add_flag("--exact-quant", exact, "k-quants with the reference quantizers' full scale search (much slower: 44 s vs 3.1 s for tiny-qwen3 q4_k_m on 2 cores)");
     app.add_flag("--list", list, "list the presets and exit");
     app.add_flag("-q,--quiet", quiet, "print nothing on success");
     app.set_version_flag("--version", std::string(JLLM_VERSION) + " (" + JLLM_GIT_COMMIT + ")");

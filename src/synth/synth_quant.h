@@ -1,6 +1,6 @@
 // synth/synth_quant.h — fast single-pass Q4_K and Q6_K quantizers for synthetic weights.
 // The reference quantizers (quant/quant_ref.h) search many candidate grids per sub-block: the
-// right oracle for real models, but ~6x too slow to write a 4B model in under a minute. Random
+// right oracle for real models, but ~14x slower here (tiny-qwen3 q4_k_m: 44 s vs 3.1 s). Random
 // N(0, 0.02) weights gain nothing from that search, so synthetic files use one covering grid
 // plus one least-squares refinement per sub-block. Output is valid Q4_K / Q6_K that every
 // dequantizer reads; only plain float operations, so the bytes are the same on every machine.
