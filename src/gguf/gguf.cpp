@@ -49,6 +49,14 @@ T load_le(const uint8_t* p) {
     return v;
 }
 
+// Float to integer without undefined behaviour: NaN -> 0, out-of-range values saturate.
+int64_t saturate_to_i64(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9.2233720368547758e18) return INT64_MAX;
+    if (v <= -9.2233720368547758e18) return INT64_MIN;
+    return static_cast<int64_t>(v);
+}
+
 bool mul_overflow(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 bool add_overflow(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 
@@ -219,8 +227,8 @@ int64_t GgufArray::get_int(uint64_t i) const {
         case GgufType::INT32: return load_le<int32_t>(p);
         case GgufType::UINT64: return static_cast<int64_t>(load_le<uint64_t>(p));
         case GgufType::INT64: return load_le<int64_t>(p);
-        case GgufType::FLOAT32: return static_cast<int64_t>(load_le<float>(p));
-        case GgufType::FLOAT64: return static_cast<int64_t>(load_le<double>(p));
+        case GgufType::FLOAT32: return saturate_to_i64(load_le<float>(p));
+        case GgufType::FLOAT64: return saturate_to_i64(load_le<double>(p));
         default: JLLM_ASSERT_MSG(false, "get_int on a non-numeric array");
     }
     return 0;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -132,6 +134,19 @@ TEST(GgufReader, WriterRoundTripAllTypes) {
     float v[4];
     std::memcpy(v, b->data, 16);
     EXPECT_EQ(v[3], 7.0f);
+}
+
+TEST(GgufReader, FloatArraysReadAsIntegersSaturate) {
+    GgufWriter w;
+    w.set_array_f32("f", {1e30f, -1e30f, std::nanf(""), 3.7f});
+    const std::vector<uint8_t> bytes = w.write_to_memory();
+    auto f = GgufFile::from_memory(bytes.data(), bytes.size());
+    const GgufArray* a = f->get_array("f");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->get_int(0), INT64_MAX);
+    EXPECT_EQ(a->get_int(1), INT64_MIN);
+    EXPECT_EQ(a->get_int(2), 0);
+    EXPECT_EQ(a->get_int(3), 3);
 }
 
 TEST(GgufReader, CustomAlignmentAndFileWrite) {
@@ -363,6 +378,19 @@ TEST(GgufBroken, RegressionCorpus) {
         ASSERT_FALSE(bytes.empty()) << name;
         std::vector<uint8_t> b(bytes.begin(), bytes.end());
         (void)parse_error(b);  // must return, whatever the verdict
+        try {  // and everything a parsed file offers must be readable (the fuzzer's walk)
+            auto f = GgufFile::from_memory(b.data(), b.size(), name);
+            for (const GgufKV& kv : f->kvs()) {
+                (void)kv.value.to_string();
+                const GgufArray& a = kv.value.arr;
+                if (kv.value.type != GgufType::ARRAY || a.elem_type == GgufType::STRING) continue;
+                for (uint64_t i = 0; i < a.count && i < 4096; ++i) {
+                    (void)a.get_int(i);
+                    (void)a.get_float(i);
+                }
+            }
+        } catch (const JllmError&) {
+        }
         count++;
     }
     EXPECT_GT(count, 0u);
