@@ -298,7 +298,8 @@ TEST(ParitySmolLM2, GreedyChatAnswersParis) {
 // Synthetic Qwen2 / Qwen3 models of the test shapes with the real Qwen vocabulary (jllm-synth,
 // seed 42; the bytes are deterministic, so the files written here are the ones the goldens were
 // made from), Q8_0 and Q4_K_M, against llama.cpp. Random weights give small, flat logits, so the
-// relative error is dominated by activation-quantization noise on both sides.
+// relative error is dominated by activation-quantization noise on both sides. Measured
+// 2026-11-29: 0.58% / 1.18% (qwen3 q8_0 / q4_k_m), 0.42% / 0.65% (qwen2), top-1 agreement 100%.
 struct SynthCase {
     const char* preset;
     const char* recipe;
@@ -319,8 +320,8 @@ TEST_P(ParitySynth, TeacherForcedLogitsMatchLlamaCpp) {
     write_synth_model(opt, path, 2);
     const ParityResult r = run_parity(path, test::data_dir() + "/parity/" + name + "_logits.bin", name.c_str());
     EXPECT_GE(r.n_pos, 8u * 256u);
-    EXPECT_LE(r.rel, PARITY_Q41_BOUND);
-    EXPECT_GE(static_cast<double>(r.n_agree), 0.99 * r.n_checked);
+    EXPECT_LE(r.rel, 0.02);  // the gate
+    EXPECT_EQ(r.n_agree, r.n_checked);
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen, ParitySynth,
