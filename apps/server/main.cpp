@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
     std::string api_key_file;
     int64_t seed = -1;
     jllm::SamplingParams& s = o.defaults.sampling;
+    // OpenAI clients expect temperature 0 to pick the model's most likely token; a hidden
+    // repetition penalty would not (presence/frequency penalties are the OpenAI knobs).
+    s.repeat_penalty = 1.0f;
 
     CLI::App app{"jetson-llm-server — OpenAI-compatible HTTP server for one GGUF model", PROG};
     app.add_option("-m,--model", o.engine.model_path, "GGUF model file")->required();
