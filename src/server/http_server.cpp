@@ -286,6 +286,11 @@ void HttpServer::Impl::setup_routes() {
     http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     http.set_payload_max_length(opt.max_body_bytes);
     http.set_keep_alive_timeout(3);
+    // cpp-httplib's default also sets SO_REUSEPORT, which would let a second server share the port.
+    http.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+    });
     http.set_read_timeout(30, 0);
     http.set_write_timeout(10, 0);
 

@@ -48,7 +48,11 @@ class Server:
     def __init__(self, *extra, ctx=N_CTX):
         require_artifacts()
         self.log = tempfile.NamedTemporaryFile(prefix="jllm-server-", suffix=".log", delete=False)
-        args = [binary_path(), "-m", MODEL, "-c", str(ctx), "-p", "0", "--host", "127.0.0.1", "-t", "2", *extra]
+        args = [binary_path(), "-m", MODEL, "-p", "0", "--host", "127.0.0.1", *extra]
+        if ctx is not None:
+            args += ["-c", str(ctx)]
+        if "--threads" not in extra:
+            args += ["-t", "2"]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.port = None
         deadline = time.time() + 30

@@ -310,6 +310,41 @@ def test_queue_overflow_503_and_health_while_busy():
         s.stop()
 
 
+def test_disconnect_while_queued_and_queue_timeout():
+    s = Server("--max-queue", "4", "--timeout", "6")
+    try:
+        results = [None]
+        runner = threading.Thread(target=long_request, args=(s.port, results, 0, 450))
+        runner.start()
+        time.sleep(0.5)
+        c = s.conn()
+        c.request("POST", "/v1/completions", json.dumps({"prompt": "Hi", "max_tokens": 2}),
+                  {"Content-Type": "application/json"})
+        deadline = time.time() + 5
+        while s.metrics()["jllm_queue_depth"] < 1 and time.time() < deadline:
+            time.sleep(0.05)
+        assert s.metrics()["jllm_queue_depth"] == 1
+        c.sock.close()  # give up while waiting
+        c.close()
+        deadline = time.time() + 5
+        while s.metrics()["jllm_queue_depth"] > 0 and time.time() < deadline:
+            time.sleep(0.05)
+        m = s.metrics()
+        assert m["jllm_queue_depth"] == 0 and m["jllm_client_disconnects_total"] >= 1
+        # a request that waits past --timeout is refused with 503
+        status, hdrs, body = s.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+        runner.join(60)
+        assert results[0][0] == 200 and results[0][2]["choices"][0]["finish_reason"] == "length"
+        assert results[0][2]["usage"]["completion_tokens"] < 450
+        if status == 503:
+            assert body["error"]["code"] == "timeout" and "Retry-After" in hdrs
+        else:  # the long one ended (timeout) just before this one's own deadline
+            assert status == 200
+        s.assert_healthy()
+    finally:
+        s.stop()
+
+
 def test_api_key(tmp_path):
     keyfile = tmp_path / "keys"
     keyfile.write_text("# keys\nfile-key\n")
