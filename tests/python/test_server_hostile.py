@@ -133,6 +133,7 @@ def test_50_megabyte_body(srv):
 
 
 def test_chunked_body_over_limit(srv):
+    # No Content-Length: the server counts while reading and stops at its limit.
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
     try:
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -142,10 +143,10 @@ def test_chunked_body_over_limit(srv):
             for _ in range(40):
                 s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
             s.sendall(b"0\r\n\r\n")
-            reply = s.recv(65536)
-            assert reply.startswith(b"HTTP/1.1 413") or reply.startswith(b"HTTP/1.1 400") or reply == b""
         except (ConnectionResetError, BrokenPipeError):
-            pass
+            pass  # the server answered and closed before the client finished
+        reply = s.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
     finally:
         s.close()
     srv.assert_healthy()
