@@ -129,6 +129,7 @@ struct HttpServer::Impl {
     void watchdog_loop();
 
     bool require_ready(httplib::Response& res) const;
+    bool authorized(const httplib::Request& req, httplib::Response& res) const;
     bool read_body(const httplib::ContentReader& reader, httplib::Response& res, std::string& body) const;
 
     void handle_health(httplib::Response& res);
@@ -139,7 +140,6 @@ struct HttpServer::Impl {
     void handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat);
 
     GenerateResult run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen, const PieceCallback& cb);
-    const char* finish_of(const GenerateResult& r, const Job& job);
 };
 
 HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -255,6 +255,30 @@ bool HttpServer::Impl::require_ready(httplib::Response& res) const {
     return false;
 }
 
+// The key is checked after the body is read, so a refused request leaves the connection in step
+// for the client's next request on it.
+bool HttpServer::Impl::authorized(const httplib::Request& req, httplib::Response& res) const {
+    if (opt.api_keys.empty()) return true;
+    std::string key;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0)) {
+        key = auth.substr(7);
+    } else if (req.has_header("X-Api-Key")) {
+        key = req.get_header_value("X-Api-Key");
+    }
+    bool ok = false;
+    for (const std::string& k : opt.api_keys) ok |= same_secret(key, k);
+    if (ok) return true;
+    ApiError e;
+    e.status = 401;
+    e.type = "authentication_error";
+    e.code = "invalid_api_key";
+    e.message = key.empty() ? "an API key is required (send 'Authorization: Bearer KEY')" : "the API key is not valid";
+    send_error(res, e);
+    res.set_header("WWW-Authenticate", "Bearer");
+    return false;
+}
+
 bool HttpServer::Impl::read_body(const httplib::ContentReader& reader, httplib::Response& res, std::string& body) const {
     bool too_big = false;
     const bool ok = reader([&](const char* data, size_t len) {
@@ -293,28 +317,6 @@ void HttpServer::Impl::setup_routes() {
     });
     http.set_read_timeout(30, 0);
     http.set_write_timeout(10, 0);
-
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (opt.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-        std::string key;
-        const std::string auth = req.get_header_value("Authorization");
-        if (auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0)) {
-            key = auth.substr(7);
-        } else if (req.has_header("X-Api-Key")) {
-            key = req.get_header_value("X-Api-Key");
-        }
-        bool ok = false;
-        for (const std::string& k : opt.api_keys) ok |= same_secret(key, k);
-        if (ok) return httplib::Server::HandlerResponse::Unhandled;
-        ApiError e;
-        e.status = 401;
-        e.type = "authentication_error";
-        e.code = "invalid_api_key";
-        e.message = key.empty() ? "an API key is required (send 'Authorization: Bearer KEY')" : "the API key is not valid";
-        send_error(res, e);
-        res.set_header("WWW-Authenticate", "Bearer");
-        return httplib::Server::HandlerResponse::Handled;
-    });
 
     // Statuses set by cpp-httplib itself (404, 413, 400 for a malformed request) get a body here.
     http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
@@ -372,19 +374,23 @@ void HttpServer::Impl::setup_routes() {
         guarded([&] { handle_health(res); }, res);
     });
     for (const char* path : {"/v1/models", "/models"}) {
-        http.Get(path, [this, guarded](const httplib::Request&, httplib::Response& res) {
-            guarded([&] { handle_models(res); }, res);
+        http.Get(path, [this, guarded](const httplib::Request& req, httplib::Response& res) {
+            guarded([&] {
+                if (authorized(req, res)) handle_models(res);
+            }, res);
         });
     }
-    http.Get("/metrics", [this, guarded](const httplib::Request&, httplib::Response& res) {
-        guarded([&] { handle_metrics(res); }, res);
+    http.Get("/metrics", [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        guarded([&] {
+            if (authorized(req, res)) handle_metrics(res);
+        }, res);
     });
     for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
         http.Post(path, [this, guarded](const httplib::Request& req, httplib::Response& res,
                                         const httplib::ContentReader& reader) {
             guarded([&] {
                 std::string body;
-                if (read_body(reader, res, body)) handle_generate(req, body, res, true);
+                if (read_body(reader, res, body) && authorized(req, res)) handle_generate(req, body, res, true);
             }, res);
         });
     }
@@ -393,22 +399,22 @@ void HttpServer::Impl::setup_routes() {
                                         const httplib::ContentReader& reader) {
             guarded([&] {
                 std::string body;
-                if (read_body(reader, res, body)) handle_generate(req, body, res, false);
+                if (read_body(reader, res, body) && authorized(req, res)) handle_generate(req, body, res, false);
             }, res);
         });
     }
-    http.Post("/tokenize", [this, guarded](const httplib::Request&, httplib::Response& res,
+    http.Post("/tokenize", [this, guarded](const httplib::Request& req, httplib::Response& res,
                                            const httplib::ContentReader& reader) {
         guarded([&] {
             std::string body;
-            if (read_body(reader, res, body)) handle_tokenize(body, res);
+            if (read_body(reader, res, body) && authorized(req, res)) handle_tokenize(body, res);
         }, res);
     });
-    http.Post("/detokenize", [this, guarded](const httplib::Request&, httplib::Response& res,
+    http.Post("/detokenize", [this, guarded](const httplib::Request& req, httplib::Response& res,
                                              const httplib::ContentReader& reader) {
         guarded([&] {
             std::string body;
-            if (read_body(reader, res, body)) handle_detokenize(body, res);
+            if (read_body(reader, res, body) && authorized(req, res)) handle_detokenize(body, res);
         }, res);
     });
 }
@@ -553,8 +559,6 @@ GenerateResult HttpServer::Impl::run_generation(const std::shared_ptr<Job>& job,
     return r;
 }
 
-const char* HttpServer::Impl::finish_of(const GenerateResult& r, const Job&) { return openai_finish_reason(r.finish); }
-
 void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
                                        bool chat) {
     if (!require_ready(res)) return;
@@ -654,7 +658,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
             res.status = 499;
             return;
         }
-        const char* finish = finish_of(r, *job);
+        const char* finish = openai_finish_reason(r.finish);
         send_json(res, chat ? chat_completion_json(head, r, finish, lp) : completion_json(head, r, finish, lp));
         return;
     }
@@ -706,7 +710,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
                 if (r.finish == FinishReason::Error) {
                     send(error_json(internal_error("generation failed: " + r.error)));
                 } else {
-                    const char* finish = finish_of(r, *job);
+                    const char* finish = openai_finish_reason(r.finish);
                     alive = chat ? send(chat_chunk_json(head, Json::object(), finish, nullptr))
                                  : send(completion_chunk_json(head, "", finish, nullptr));
                     if (alive && pr->include_usage) {

@@ -362,6 +362,16 @@ def test_api_key(tmp_path):
         assert status == 401 and body["error"]["type"] == "authentication_error"
         status, _, _ = s.request("GET", "/metrics")
         assert status == 401
+        # a refused request leaves a kept-alive connection usable for the next one
+        c = s.conn()
+        body = json.dumps({"messages": CHAT, "max_tokens": 1})
+        for key, want in (("bad", 401), ("secret-1", 200)):
+            c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json",
+                                                             "Authorization": "Bearer " + key})
+            r = c.getresponse()
+            r.read()
+            assert r.status == want
+        c.close()
     finally:
         s.stop()
 
