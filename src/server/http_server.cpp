@@ -189,6 +189,12 @@ int HttpServer::run() {
         return code;
     };
 
+    // stop() only reaches a server that has started listening: wait for it, so a model that
+    // fails to load at once cannot leave the listener running.
+    const auto listen_deadline = Clock::now() + std::chrono::seconds(10);
+    while (!m.http.is_running() && Clock::now() < listen_deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     JLLM_LOG_INFO("[server] listening on http://%s:%d (model loading)", m.opt.host.c_str(), m.port);
     const Status st = m.engine.load(m.opt.engine);
     if (!st.ok) {
