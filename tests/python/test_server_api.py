@@ -102,6 +102,25 @@ def test_raw_sse_shape(srv):
         e.encode("utf-8")
 
 
+def test_stream_never_splits_utf8(srv):
+    # Japanese and emoji take several tokens per character in SmolLM2's byte-level BPE.
+    for prompt in ("こんにちは、私の名前は", "Emoji party: 🎉🎉"):
+        body = {"prompt": prompt, "max_tokens": 24, "temperature": 0}
+        status, _, full = srv.post("/v1/completions", body)
+        assert status == 200
+        text = full["choices"][0]["text"]
+        assert any(ord(ch) > 0x2FFF for ch in text), text
+        c = srv.conn()
+        c.request("POST", "/v1/completions", json.dumps({**body, "stream": True}), {"Content-Type": "application/json"})
+        events = sse_events(c.getresponse())
+        c.close()
+        pieces = [json.loads(e)["choices"][0]["text"] for e in events[:-1] if json.loads(e)["choices"]]
+        assert "".join(pieces) == text
+        for p in pieces:
+            assert "\ufffd" not in p
+            p.encode("utf-8")  # whole characters only
+
+
 def test_stop_string(client):
     msgs = [{"role": "user", "content": "Describe a cat in two sentences."}]
     base = client.chat.completions.create(model="m", messages=msgs, max_tokens=30, temperature=0).choices[0].message.content
