@@ -6,15 +6,16 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <csignal>
-#include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include <sys/socket.h>
 
 #include "core/error.h"
 #include "core/log.h"
