@@ -171,10 +171,10 @@ bool HttpServer::bind(std::string& error) {
 
 void HttpServer::request_shutdown() {
     Impl& m = *impl_;
-    {
-        std::lock_guard<std::mutex> lk(m.stop_mu);
-        m.stop_requested = true;
-    }
+    // Notified under the lock: run() may return and destroy the condition variable as soon as
+    // it sees the flag, so this thread must be done with it by then.
+    std::lock_guard<std::mutex> lk(m.stop_mu);
+    m.stop_requested = true;
     m.stop_cv.notify_all();
 }
 
