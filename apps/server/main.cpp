@@ -112,6 +112,10 @@ bool filter_foreign_flags(std::vector<std::string>& args) {
             }
             continue;
         }
+        if (a == "-to") {  // llama-server's short spelling (CLI11 short flags are one letter)
+            out.push_back("--timeout");
+            continue;
+        }
         if (a == "--no-mmap") {
             out.push_back("--weights=copy");
             continue;

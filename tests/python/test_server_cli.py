@@ -41,7 +41,7 @@ def test_llama_server_flags_refused(args, why):
 
 def test_llama_server_flags_accepted():
     s = Server("-ngl", "99", "--flash-attn", "-np", "1", "--ctx-size", "256", "--threads", "2", "-ctk", "f16",
-               "--alias", "home", "--metrics", "--no-mmap", ctx=None)
+               "--alias", "home", "--metrics", "--no-mmap", "-to", "30", ctx=None)
     try:
         text = s.log_text()
         assert "-ngl ignored" in text
