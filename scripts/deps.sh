@@ -8,7 +8,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates unzip
           libgtest-dev libgmock-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev
           libcpp-httplib-dev clang)
-PY_PKGS=(numpy gguf tokenizers jinja2 pytest)
+PY_PKGS=(numpy gguf tokenizers jinja2 pytest openai)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

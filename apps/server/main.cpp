@@ -1,0 +1,286 @@
+// apps/server/main.cpp — `jetson-llm-server`: flags (DESIGN.md's flag table plus the server's own,
+// and llama-server spellings that mean something here), signal handling (SIGTERM/SIGINT: graceful
+// shutdown, exit 0; a second signal exits at once), then HttpServer::run(). Flag errors are one
+// line on stderr and exit 2; a model that fails to load exits 1.
+#include <CLI/CLI.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/log.h"
+#include "jllm_engine.h"
+#include "jllm_version.h"
+#include "server/http_server.h"
+
+namespace {
+
+const char* PROG = "jetson-llm-server";
+
+// llama-server flags with no counterpart here: accepted with a note (harmless to ignore) or
+// refused (ignoring would change what the user asked for).
+struct ForeignFlag {
+    const char* names;  // '|'-separated spellings
+    bool takes_value;
+    bool refuse;
+    const char* why;
+};
+
+const ForeignFlag FOREIGN_FLAGS[] = {
+    {"-ngl|--n-gpu-layers|--gpu-layers", true, false,
+     "ignored: the whole model runs on the --device backend (auto picks CUDA when present)"},
+    {"-fa|--flash-attn", false, false, "ignored: attention kernels are chosen by the backend"},
+    {"-cb|--cont-batching|-nocb|--no-cont-batching", false, false, "ignored: one generation runs at a time"},
+    {"--metrics", false, false, "ignored: /metrics is always served"},
+    {"--jinja", false, false, "ignored: chat templates are built-in renderers (--chat-template)"},
+    {"--mlock", false, false, "ignored: weights are mapped or copied per --weights"},
+    {"-b|--batch-size|-ub|--ubatch-size", true, false, "ignored: the engine picks its prefill batch"},
+    {"--threads-http", true, false, "ignored: the HTTP thread pool is sized from --max-queue"},
+    {"--no-webui", false, false, "ignored: there is no web UI"},
+    {"--lora|--lora-scaled|--control-vector", true, true, "adapters are not supported"},
+    {"--mmproj|--mmproj-url", true, true, "multimodal projectors are not supported"},
+    {"--embedding|--embeddings|--reranking|--rerank", false, true, "embeddings and reranking are not supported"},
+    {"--ssl-key-file|--ssl-cert-file", true, true, "TLS is not supported (put a proxy in front, or keep 127.0.0.1)"},
+    {"--path|--api-prefix", true, true, "static files and API prefixes are not supported"},
+    {"-hf|--hf-repo|-mu|--model-url", true, true, "downloads are not supported: pass a local GGUF with -m"},
+    {"--slots|--slot-save-path", false, true, "slots are not supported (one generation at a time)"},
+    {"-sps|--slot-prompt-similarity", true, true, "slots are not supported (one generation at a time)"},
+    {"--grammar|--grammar-file|--json-schema", true, true, "grammars are not supported yet"},
+};
+
+bool name_in(const char* names, const std::string& arg) {
+    std::string list = names;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t bar = list.find('|', start);
+        const std::string n = list.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+        if (n == arg) return true;
+        if (bar == std::string::npos) break;
+        start = bar + 1;
+    }
+    return false;
+}
+
+// Removes llama-server-only flags from argv (with a note) or refuses them; maps the few that
+// translate (-np 1, -ctk/-ctv, --no-mmap). Returns false after printing an error.
+bool filter_foreign_flags(std::vector<std::string>& args) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string a = args[i];
+        std::string value;
+        const size_t eq = a.find('=');
+        const bool has_eq = a.rfind("--", 0) == 0 && eq != std::string::npos;
+        if (has_eq) {
+            value = a.substr(eq + 1);
+            a = a.substr(0, eq);
+        }
+        auto take_value = [&]() -> bool {
+            if (has_eq) return true;
+            if (i + 1 >= args.size()) {
+                std::fprintf(stderr, "%s: error: %s needs a value\n", PROG, a.c_str());
+                return false;
+            }
+            value = args[++i];
+            return true;
+        };
+        if (a == "-np" || a == "--parallel") {
+            if (!take_value()) return false;
+            if (value != "1") {
+                std::fprintf(stderr, "%s: error: %s %s: one generation runs at a time (requests queue, see --max-queue)\n",
+                             PROG, a.c_str(), value.c_str());
+                return false;
+            }
+            continue;
+        }
+        if (a == "-ctk" || a == "--cache-type-k" || a == "-ctv" || a == "--cache-type-v") {
+            if (!take_value()) return false;
+            if (value == "q8_0" || value == "int8") {
+                out.push_back("--kv-type=int8");
+            } else if (value == "f16" || value == "fp16") {
+                out.push_back("--kv-type=fp16");
+            } else {
+                std::fprintf(stderr, "%s: error: %s %s: the KV cache is int8 (q8_0) or fp16 (f16)\n", PROG, a.c_str(),
+                             value.c_str());
+                return false;
+            }
+            continue;
+        }
+        if (a == "-to") {  // llama-server's short spelling (CLI11 short flags are one letter)
+            out.push_back("--timeout");
+            continue;
+        }
+        if (a == "--no-mmap") {
+            out.push_back("--weights=copy");
+            continue;
+        }
+        bool handled = false;
+        for (const ForeignFlag& f : FOREIGN_FLAGS) {
+            if (!name_in(f.names, a)) continue;
+            handled = true;
+            if (f.takes_value && !take_value()) return false;
+            if (f.refuse) {
+                std::fprintf(stderr, "%s: error: %s is not supported: %s\n", PROG, a.c_str(), f.why);
+                return false;
+            }
+            std::fprintf(stderr, "%s: note: %s %s\n", PROG, a.c_str(), f.why);
+            break;
+        }
+        if (!handled) out.push_back(args[i]);
+    }
+    args.swap(out);
+    return true;
+}
+
+bool read_key_file(const std::string& path, std::vector<std::string>& keys) {
+    std::ifstream in(path);
+    if (!in) return false;
+    std::string line;
+    while (std::getline(in, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+        size_t s = 0;
+        while (s < line.size() && (line[s] == ' ' || line[s] == '\t')) s++;
+        line = line.substr(s);
+        if (!line.empty() && line[0] != '#') keys.push_back(line);
+    }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (!filter_foreign_flags(args)) return 2;
+
+    jllm::server::ServerOptions o;
+    std::string kv_type = "int8", device = "auto", weights = "auto", chat_template = "auto";
+    bool int8_kv = false, fp16_kv = false, verbose = false, version = false;
+    std::vector<std::string> api_keys;
+    std::string api_key_file;
+    int64_t seed = -1;
+    jllm::SamplingParams& s = o.defaults.sampling;
+    // OpenAI clients expect temperature 0 to pick the model's most likely token; a hidden
+    // repetition penalty would not (presence/frequency penalties are the OpenAI knobs).
+    s.repeat_penalty = 1.0f;
+
+    CLI::App app{"jetson-llm-server — OpenAI-compatible HTTP server for one GGUF model", PROG};
+    app.add_option("-m,--model", o.engine.model_path, "GGUF model file")->required();
+    app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
+    app.add_option("-p,--port", o.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+    app.add_option("-c,--ctx-size", o.engine.n_ctx, "Context length (0: the model's, capped at 4096)")
+        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+    app.add_option("-t,--threads", o.engine.n_threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+    app.add_option("--api-key", api_keys, "API key clients must send as 'Authorization: Bearer KEY' (repeatable; "
+                                          "comma-separated lists accepted)");
+    app.add_option("--api-key-file", api_key_file, "File with API keys, one per line (# comments)");
+    app.add_option("-a,--alias", o.alias, "Model name to serve (default: the model file's name)");
+    app.add_option("--max-queue", o.max_queue, "Requests that may wait behind the running one (more: 503)")
+        ->capture_default_str()->check(CLI::Range(0, 100000));
+    app.add_option("--timeout", o.timeout_s, "Per-request time limit in seconds, queue wait included")
+        ->capture_default_str()->check(CLI::Range(1, 86400 * 7));
+    app.add_option("--chat-template", chat_template, "Chat template")
+        ->check(CLI::IsMember({"auto", "chatml", "qwen3", "llama3"}))->capture_default_str();
+    app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"int8", "fp16"}))->capture_default_str();
+    auto* i8 = app.add_flag("--int8-kv", int8_kv, "Same as --kv-type int8");
+    auto* f16 = app.add_flag("--fp16-kv", fp16_kv, "Same as --kv-type fp16");
+    i8->excludes(f16);
+    app.add_option("--device", device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+    app.add_option("--weights", weights, "Weight placement")->check(CLI::IsMember({"auto", "copy", "mapped"}))
+        ->capture_default_str();
+    app.add_option("--mem-margin", o.engine.mem_margin_mb, "Memory kept free (MB)")->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--max-memory", o.engine.max_memory_mb, "Hard memory cap (MB, 0: none)")->check(CLI::Range(0, 1 << 24));
+    // Defaults for requests that leave a field out (same names and defaults as jetson-llm).
+    app.add_option("-n,--n-predict", o.defaults.max_tokens, "Default max_tokens (-1: until the context is full)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
+    app.add_option("--temp", s.temperature, "Default temperature")->capture_default_str()->check(CLI::Range(0.0, 2.0));
+    app.add_option("--top-k", s.top_k, "Default top-k (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 24));
+    app.add_option("--top-p", s.top_p, "Default top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    app.add_option("--min-p", s.min_p, "Default min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    app.add_option("--repeat-penalty", s.repeat_penalty, "Default repetition penalty (1: off)")->capture_default_str()
+        ->check(CLI::Range(0.01, 10.0));
+    app.add_option("--repeat-last-n", s.repeat_last_n, "Default penalty window (0: off, -1: whole context)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
+    app.add_option("--seed", seed, "Default seed (-1: random per request)")->check(CLI::Range(int64_t{-1}, INT64_MAX));
+    app.add_flag("-v,--verbose", verbose, "Log every request");
+    app.add_flag("--version", version, "Print the version and exit");
+
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    try {
+        if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+            std::printf("%s %s (commit %s)\n", PROG, JLLM_VERSION, JLLM_GIT_COMMIT);
+            return 0;
+        }
+        app.parse(rev);
+    } catch (const CLI::CallForHelp&) {
+        std::fputs(app.help().c_str(), stdout);
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "%s: error: %s (see --help)\n", PROG, e.what());
+        return 2;
+    }
+    (void)version;
+
+    for (const std::string& k : api_keys) {
+        size_t start = 0;
+        while (start <= k.size()) {
+            const size_t comma = k.find(',', start);
+            const std::string one = k.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            if (!one.empty()) o.api_keys.push_back(one);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    if (!api_key_file.empty()) {
+        if (!read_key_file(api_key_file, o.api_keys)) {
+            std::fprintf(stderr, "%s: error: cannot read --api-key-file '%s'\n", PROG, api_key_file.c_str());
+            return 2;
+        }
+        if (o.api_keys.empty()) {
+            std::fprintf(stderr, "%s: error: --api-key-file '%s' holds no key\n", PROG, api_key_file.c_str());
+            return 2;
+        }
+    }
+    if (int8_kv) kv_type = "int8";
+    if (fp16_kv) kv_type = "fp16";
+    o.engine.kv_type = kv_type == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
+    o.engine.device = device == "cpu" ? jllm::DeviceKind::Cpu : device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto;
+    o.engine.weights = weights == "copy" ? jllm::WeightPlacement::Copy
+                       : weights == "mapped" ? jllm::WeightPlacement::Mapped : jllm::WeightPlacement::Auto;
+    o.engine.chat_template = chat_template;
+    if (seed >= 0) s.seed = static_cast<uint64_t>(seed);
+    if (verbose) jllm::set_log_level(jllm::LogLevel::Debug);
+    if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1" && o.api_keys.empty()) {
+        std::fprintf(stderr, "%s: warning: listening on %s without --api-key\n", PROG, o.host.c_str());
+    }
+
+    // Signals are taken by one thread with sigwait(); every other thread blocks them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    jllm::server::HttpServer server(o);
+    std::string err;
+    if (!server.bind(err)) {
+        std::fprintf(stderr, "%s: error: %s\n", PROG, err.c_str());
+        return 1;
+    }
+    std::thread([&server, set] {
+        int sig = 0;
+        sigwait(&set, &sig);
+        std::fprintf(stderr, "%s: signal %d: shutting down (a second signal exits at once)\n", PROG, sig);
+        server.request_shutdown();
+        sigwait(&set, &sig);
+        std::_Exit(128 + sig);
+    }).detach();
+    return server.run();
+}

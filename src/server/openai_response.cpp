@@ -1,0 +1,161 @@
+// server/openai_response.cpp — JSON builders for the OpenAI response shapes.
+#include "server/openai_response.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "jllm_version.h"
+
+namespace jllm::server {
+
+std::string make_response_id(const char* prefix) {
+    static std::atomic<uint64_t> counter{0};
+    thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                     (static_cast<uint64_t>(std::random_device{}()) << 32)};
+    const uint64_t a = rng() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
+    const uint64_t b = rng();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(a),
+                  static_cast<unsigned long long>(b & 0xFFFFFFFFull));
+    return std::string(prefix) + buf;
+}
+
+std::string system_fingerprint() { return std::string("jllm-") + JLLM_VERSION + "-" + JLLM_GIT_COMMIT; }
+
+const char* openai_finish_reason(FinishReason f) {
+    // Cancelled here means a server limit (timeout, shutdown) cut the answer short.
+    return f == FinishReason::Stop ? "stop" : "length";
+}
+
+Json usage_json(const GenerateStats& st) {
+    return Json{{"prompt_tokens", st.prompt_tokens},
+                {"completion_tokens", st.completion_tokens},
+                {"total_tokens", st.prompt_tokens + st.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", st.reused_tokens}}},
+                {"completion_tokens_details", {{"reasoning_tokens", st.reasoning_tokens}}}};
+}
+
+Json timings_json(const GenerateStats& st) {
+    return Json{{"prompt_n", st.prompt_tokens - st.reused_tokens},
+                {"cache_n", st.reused_tokens},
+                {"prompt_ms", st.prefill_ms},
+                {"prompt_per_second", st.prefill_tps},
+                {"predicted_n", st.completion_tokens},
+                {"predicted_ms", st.decode_ms},
+                {"predicted_per_second", st.decode_tps},
+                {"ttft_ms", st.ttft_ms}};
+}
+
+namespace {
+
+Json bytes_of(const std::string& s) {
+    Json b = Json::array();
+    for (const char c : s) b.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+    return b;
+}
+
+// JSON has no -inf; a probability that underflowed is reported as a very small logprob.
+double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+}  // namespace
+
+Json chat_logprob_entry(const Piece& p) {
+    Json top = Json::array();
+    for (const TokenLogprob& t : p.top) {
+        top.push_back({{"token", t.piece}, {"logprob", finite_logprob(t.logprob)}, {"bytes", bytes_of(t.piece)}});
+    }
+    return Json{{"token", p.text}, {"logprob", finite_logprob(p.logprob)}, {"bytes", bytes_of(p.text)},
+                {"top_logprobs", top}};
+}
+
+Json empty_completion_logprobs() {
+    return Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+                {"text_offset", Json::array()}};
+}
+
+void append_completion_logprob(Json& lp, const Piece& p, size_t text_offset, bool with_top) {
+    lp["tokens"].push_back(p.text);
+    lp["token_logprobs"].push_back(finite_logprob(p.logprob));
+    if (with_top) {
+        Json top = Json::object();
+        for (const TokenLogprob& t : p.top) top[t.piece] = finite_logprob(t.logprob);
+        lp["top_logprobs"].push_back(top);
+    } else {
+        lp["top_logprobs"].push_back(nullptr);
+    }
+    lp["text_offset"].push_back(text_offset);
+}
+
+Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs) {
+    Json msg = {{"role", "assistant"}, {"content", r.text}};
+    if (!r.reasoning.empty()) msg["reasoning_content"] = r.reasoning;
+    return Json{{"id", h.id},
+                {"object", "chat.completion"},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()},
+                {"choices", Json::array({Json{{"index", 0}, {"message", msg}, {"logprobs", logprobs},
+                                              {"finish_reason", finish}}})},
+                {"usage", usage_json(r.stats)},
+                {"timings", timings_json(r.stats)}};
+}
+
+Json chat_chunk_json(const ResponseHead& h, const Json& delta, const char* finish, const Json& logprobs) {
+    Json choice = {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+    if (finish) choice["finish_reason"] = finish;
+    return Json{{"id", h.id},
+                {"object", "chat.completion.chunk"},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()},
+                {"choices", Json::array({choice})}};
+}
+
+Json chat_usage_chunk_json(const ResponseHead& h, const GenerateStats& st) {
+    return Json{{"id", h.id},
+                {"object", "chat.completion.chunk"},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()},
+                {"choices", Json::array()},
+                {"usage", usage_json(st)},
+                {"timings", timings_json(st)}};
+}
+
+Json completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs) {
+    return Json{{"id", h.id},
+                {"object", "text_completion"},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()},
+                {"choices", Json::array({Json{{"index", 0}, {"text", r.text}, {"logprobs", logprobs},
+                                              {"finish_reason", finish}}})},
+                {"usage", usage_json(r.stats)},
+                {"timings", timings_json(r.stats)}};
+}
+
+Json completion_chunk_json(const ResponseHead& h, const std::string& text, const char* finish, const Json& logprobs) {
+    Json choice = {{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+    if (finish) choice["finish_reason"] = finish;
+    return Json{{"id", h.id},
+                {"object", "text_completion"},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()},
+                {"choices", Json::array({choice})}};
+}
+
+Json completion_usage_chunk_json(const ResponseHead& h, const GenerateStats& st) {
+    return Json{{"id", h.id},
+                {"object", "text_completion"},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()},
+                {"choices", Json::array()},
+                {"usage", usage_json(st)},
+                {"timings", timings_json(st)}};
+}
+
+}  // namespace jllm::server
