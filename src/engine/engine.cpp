@@ -159,12 +159,22 @@ Status Engine::load(const EngineConfig& config) {
 
 std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_special, bool add_bos) const {
     if (!impl_->tok) return {};
-    return impl_->tok->encode(text, add_bos && impl_->tok->add_bos(), parse_special);
+    try {
+        return impl_->tok->encode(text, add_bos && impl_->tok->add_bos(), parse_special);
+    } catch (const std::exception& e) {
+        JLLM_LOG_WARN("tokenize: %s", e.what());
+        return {};
+    }
 }
 
 std::string Engine::detokenize(const std::vector<int32_t>& ids) const {
     if (!impl_->tok) return {};
-    return impl_->tok->decode(ids);
+    try {
+        return impl_->tok->decode(ids);
+    } catch (const std::exception& e) {  // an id outside the vocabulary
+        JLLM_LOG_WARN("detokenize: %s", e.what());
+        return {};
+    }
 }
 
 std::string Engine::render_chat(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
