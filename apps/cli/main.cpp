@@ -47,6 +47,7 @@ struct CliOptions {
     bool int8_kv = false;
     bool fp16_kv = false;
     std::string device = "auto";
+    std::string weights = "auto";
     int mem_margin = 256;
     int max_memory = 0;
     std::string dump_hal;
@@ -166,6 +167,8 @@ int run_generate(const CliOptions& o) {
     if (o.int8_kv) kv = "int8";
     if (o.fp16_kv) kv = "fp16";
     cfg.kv_type = kv == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
+    cfg.weights = o.weights == "copy" ? jllm::WeightPlacement::Copy
+                  : (o.weights == "mapped" ? jllm::WeightPlacement::Mapped : jllm::WeightPlacement::Auto);
     cfg.device = o.device == "cpu" ? jllm::DeviceKind::Cpu
                                    : (o.device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto);
     cfg.mem_margin_mb = o.mem_margin;
@@ -326,6 +329,10 @@ int main(int argc, char** argv) {
     auto* i8 = app.add_flag("--int8-kv", o.int8_kv, "Same as --kv-type int8");
     auto* f16 = app.add_flag("--fp16-kv", o.fp16_kv, "Same as --kv-type fp16");
     i8->excludes(f16);
+    app.add_option("--weights", o.weights,
+                   "GPU weight placement: copy to device memory, or mapped (read in place from the file; "
+                   "default on integrated GPUs). The CPU always reads the mapped file")
+        ->check(CLI::IsMember({"auto", "copy", "mapped"}))->capture_default_str();
     app.add_option("--device", o.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->capture_default_str();
     app.add_option("--mem-margin", o.mem_margin, "Memory kept free for the OS and other services (MB)")
