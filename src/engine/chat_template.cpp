@@ -430,7 +430,10 @@ std::string render_llama3(const std::vector<ChatMessage>& msgs, const ChatRender
         for (const ChatMessage& m : msgs) {
             out += llama3_header(m.role) + python_strip(m.content) + "<|eot_id|>";
         }
-        if (opt.add_generation_prompt) out += llama3_header("assistant");
+        // The first Llama 3 template appends the assistant header unconditionally (it never
+        // reads add_generation_prompt); follow the model's own template byte for byte.
+        const bool always_header = !gguf_template.empty() && !contains(gguf_template, "add_generation_prompt");
+        if (opt.add_generation_prompt || always_header) out += llama3_header("assistant");
         return out;
     }
 
