@@ -116,9 +116,13 @@ def test_stream_never_splits_utf8(srv):
         c.close()
         pieces = [json.loads(e)["choices"][0]["text"] for e in events[:-1] if json.loads(e)["choices"]]
         assert "".join(pieces) == text
-        for p in pieces:
+        # Whole characters only. When max_tokens ends inside a character, the engine's final flush
+        # turns the dangling bytes into one U+FFFD, so only the last piece may carry it.
+        texts = [p for p in pieces if p]
+        for p in texts[:-1]:
             assert "\ufffd" not in p
-            p.encode("utf-8")  # whole characters only
+        assert texts[-1].count("\ufffd") <= 1
+        assert "\ufffd" not in text[:-1]
 
 
 def test_stop_string(client):
