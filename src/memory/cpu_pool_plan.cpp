@@ -35,7 +35,16 @@ int64_t cpu_scratch_pool_bytes(const ModelConfig& c, int n_ctx, int n_batch, int
     const int64_t B = std::max(1, n_batch), F = sizeof(float);
     return 2 * al(B * c.n_embd * F) + 2 * al(B * c.q_dim() * F) + 2 * al(B * c.kv_dim() * F) +
            2 * al(B * c.n_ff * F) + al(static_cast<int64_t>(n_threads) * n_ctx * F) +
-           al(static_cast<int64_t>(n_threads) * c.head_dim * F) + al(matmul_scratch + 64);
+           al(static_cast<int64_t>(n_threads) * c.head_dim * F) + al(matmul_scratch + 64) +
+           // prefill attention tiles: scores [n_threads][ATTN_TILE * group][n_ctx], queries
+           // [n_threads][ATTN_TILE * group][head_dim], one converted K/V row [n_threads][head_dim]
+           al(static_cast<int64_t>(n_threads) * attn_tile_queries(c) * n_ctx * F) +
+           al(static_cast<int64_t>(n_threads) * attn_tile_queries(c) * c.head_dim * F) +
+           al(static_cast<int64_t>(n_threads) * c.head_dim * F);
 }
 
+}  // namespace jllm
+
+namespace jllm {
+int64_t attn_tile_queries(const ModelConfig& c) { return ATTN_TILE * (c.n_head / c.n_head_kv); }
 }  // namespace jllm

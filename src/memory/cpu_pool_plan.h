@@ -18,6 +18,10 @@ namespace jllm {
 struct ModelConfig;
 struct ModelWeights;
 
+// Prefill attention works on tiles of ATTN_TILE query tokens x all query heads of one KV head.
+constexpr int64_t ATTN_TILE = 8;
+int64_t attn_tile_queries(const ModelConfig& c);
+
 int64_t cpu_kv_pool_bytes(const ModelConfig& c, int n_ctx, KvType kv_type);
 int64_t cpu_matmul_scratch_bytes(const ModelWeights& w, int n_batch);
 int64_t cpu_scratch_pool_bytes(const ModelConfig& c, int n_ctx, int n_batch, int n_threads, int64_t matmul_scratch);

@@ -31,6 +31,26 @@ void axpy_f16_ref(float a, const Half* v, float* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] += a * to_f32(v[i]);
 }
 
+void dot4_f32_ref(const float* const* q, const float* k, int64_t n, float* out) {
+    for (int i = 0; i < 4; ++i) {
+        float s = 0.0f;
+        for (int64_t d = 0; d < n; ++d) s += q[i][d] * k[d];
+        out[i] = s;
+    }
+}
+void axpy4_f32_ref(const float* a, const float* v, float* const* o, int64_t n) {
+    for (int i = 0; i < 4; ++i) {
+        for (int64_t d = 0; d < n; ++d) o[i][d] += a[i] * v[d];
+    }
+}
+
+void row_i8_ref(const int8_t* v, float scale, float* out, int64_t n) {
+    for (int64_t d = 0; d < n; ++d) out[d] = scale * static_cast<float>(v[d]);
+}
+void row_f16_ref(const Half* v, float* out, int64_t n) {
+    for (int64_t d = 0; d < n; ++d) out[d] = to_f32(v[d]);
+}
+
 #if defined(__x86_64__)
 #define JLLM_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -74,6 +94,48 @@ JLLM_AVX2 float dot_f16_avx2(const float* q, const Half* k, int64_t n) {
     for (; i < n; ++i) s += q[i] * to_f32(k[i]);
     return s;
 }
+JLLM_AVX2 void dot4_f32_avx2(const float* const* q, const float* k, int64_t n, float* out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+        const __m256 kv = _mm256_loadu_ps(k + d);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q[0] + d), kv, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q[1] + d), kv, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q[2] + d), kv, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q[3] + d), kv, a3);
+    }
+    float r[4] = {hsum256(a0), hsum256(a1), hsum256(a2), hsum256(a3)};
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) r[i] += q[i][d] * k[d];
+    }
+    for (int i = 0; i < 4; ++i) out[i] = r[i];
+}
+JLLM_AVX2 void axpy4_f32_avx2(const float* a, const float* v, float* const* o, int64_t n) {
+    const __m256 s0 = _mm256_set1_ps(a[0]), s1 = _mm256_set1_ps(a[1]), s2 = _mm256_set1_ps(a[2]),
+                 s3 = _mm256_set1_ps(a[3]);
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+        const __m256 vv = _mm256_loadu_ps(v + d);
+        _mm256_storeu_ps(o[0] + d, _mm256_fmadd_ps(s0, vv, _mm256_loadu_ps(o[0] + d)));
+        _mm256_storeu_ps(o[1] + d, _mm256_fmadd_ps(s1, vv, _mm256_loadu_ps(o[1] + d)));
+        _mm256_storeu_ps(o[2] + d, _mm256_fmadd_ps(s2, vv, _mm256_loadu_ps(o[2] + d)));
+        _mm256_storeu_ps(o[3] + d, _mm256_fmadd_ps(s3, vv, _mm256_loadu_ps(o[3] + d)));
+    }
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) o[i][d] += a[i] * v[d];
+    }
+}
+JLLM_AVX2 void row_i8_avx2(const int8_t* v, float scale, float* out, int64_t n) {
+    const __m256 s = _mm256_set1_ps(scale);
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(s, load_i8x8(v + d)));
+    for (; d < n; ++d) out[d] = scale * static_cast<float>(v[d]);
+}
+JLLM_AVX2 void row_f16_avx2(const Half* v, float* out, int64_t n) {
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, load_f16x8(v + d));
+    for (; d < n; ++d) out[d] = to_f32(v[d]);
+}
 JLLM_AVX2 void axpy_i8_avx2(float a, const int8_t* v, float* out, int64_t n) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -116,6 +178,48 @@ float dot_f16_neon(const float* q, const Half* k, int64_t n) {
     for (; i < n; ++i) s += q[i] * to_f32(k[i]);
     return s;
 }
+void dot4_f32_neon(const float* const* q, const float* k, int64_t n, float* out) {
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) {
+        const float32x4_t kv = vld1q_f32(k + d);
+        a0 = vfmaq_f32(a0, vld1q_f32(q[0] + d), kv);
+        a1 = vfmaq_f32(a1, vld1q_f32(q[1] + d), kv);
+        a2 = vfmaq_f32(a2, vld1q_f32(q[2] + d), kv);
+        a3 = vfmaq_f32(a3, vld1q_f32(q[3] + d), kv);
+    }
+    float r[4] = {vaddvq_f32(a0), vaddvq_f32(a1), vaddvq_f32(a2), vaddvq_f32(a3)};
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) r[i] += q[i][d] * k[d];
+    }
+    for (int i = 0; i < 4; ++i) out[i] = r[i];
+}
+void axpy4_f32_neon(const float* a, const float* v, float* const* o, int64_t n) {
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) {
+        const float32x4_t vv = vld1q_f32(v + d);
+        for (int i = 0; i < 4; ++i) vst1q_f32(o[i] + d, vfmaq_n_f32(vld1q_f32(o[i] + d), vv, a[i]));
+    }
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) o[i][d] += a[i] * v[d];
+    }
+}
+void row_i8_neon(const int8_t* v, float scale, float* out, int64_t n) {
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+        const int16x8_t v16 = vmovl_s8(vld1_s8(v + d));
+        vst1q_f32(out + d, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(v16))), scale));
+        vst1q_f32(out + d + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(v16))), scale));
+    }
+    for (; d < n; ++d) out[d] = scale * static_cast<float>(v[d]);
+}
+void row_f16_neon(const Half* v, float* out, int64_t n) {
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) {
+        vst1q_f32(out + d, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(v + d)))));
+    }
+    for (; d < n; ++d) out[d] = to_f32(v[d]);
+}
 void axpy_i8_neon(float a, const int8_t* v, float* out, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -135,12 +239,12 @@ void axpy_f16_neon(float a, const Half* v, float* out, int64_t n) {
 }
 #endif
 
-const AttnDotKernels kScalar = {dot_i8_ref, dot_f16_ref, axpy_i8_ref, axpy_f16_ref};
+const AttnDotKernels kScalar = {dot_i8_ref, dot_f16_ref, axpy_i8_ref, axpy_f16_ref, dot4_f32_ref, axpy4_f32_ref, row_i8_ref, row_f16_ref};
 #if defined(__x86_64__)
-const AttnDotKernels kAvx2 = {dot_i8_avx2, dot_f16_avx2, axpy_i8_avx2, axpy_f16_avx2};
+const AttnDotKernels kAvx2 = {dot_i8_avx2, dot_f16_avx2, axpy_i8_avx2, axpy_f16_avx2, dot4_f32_avx2, axpy4_f32_avx2, row_i8_avx2, row_f16_avx2};
 #endif
 #if defined(__aarch64__)
-const AttnDotKernels kNeon = {dot_i8_neon, dot_f16_neon, axpy_i8_neon, axpy_f16_neon};
+const AttnDotKernels kNeon = {dot_i8_neon, dot_f16_neon, axpy_i8_neon, axpy_f16_neon, dot4_f32_neon, axpy4_f32_neon, row_i8_neon, row_f16_neon};
 #endif
 
 }  // namespace

@@ -115,6 +115,12 @@ public:
         scores_.bind(scratch_pool_, static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_ctx));
         qh_.bind(scratch_pool_, static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(c_.head_dim));
         mm_scratch_.bind(scratch_pool_, static_cast<size_t>(mm) + 64);
+        const size_t nth = static_cast<size_t>(pool_.n_threads());
+        const size_t tq = static_cast<size_t>(attn_tile_queries(c_));
+        tile_scores_.bind(scratch_pool_, nth * tq * static_cast<size_t>(n_ctx));
+        tile_q_.bind(scratch_pool_, nth * tq * static_cast<size_t>(c_.head_dim));
+        tile_row_.bind(scratch_pool_, nth * static_cast<size_t>(c_.head_dim));
+        tile_ptrs_.assign(nth * tq, nullptr);
         scratch_bytes_ = static_cast<int64_t>(scratch_pool_.capacity());
     }
 
@@ -154,6 +160,7 @@ private:
         return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
     }
     void attention(int il, int n_tokens, int pos0);
+    void attention_tiled(int il, int n_tokens, int pos0);
     void store_kv(int il, int n_tokens, int pos0);
 
     ModelConfig c_;
@@ -170,6 +177,11 @@ private:
     PoolArray<float> scores_;  // [n_threads][n_ctx]
     PoolArray<float> qh_;      // [n_threads][head_dim] fp16-rounded query (FP16 KV)
     PoolArray<uint8_t> mm_scratch_;
+    // prefill attention tiles (attention_tiled)
+    PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
+    PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim]
+    PoolArray<float> tile_row_;     // [n_threads][head_dim] one K or V row in f32
+    std::vector<float*> tile_ptrs_;  // [n_threads][ATTN_TILE * group]
     int64_t scratch_bytes_ = 0;
     ActivationTap tap_ = nullptr;
     void* tap_ctx_ = nullptr;
@@ -256,6 +268,115 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
     });
 }
 
+// Prefill attention: one task = one KV head x a tile of ATTN_TILE query tokens, i.e. all
+// group * tile queries that read that KV head. Each K and V row is converted to f32 once per
+// task and used by every query of the tile (four at a time), instead of being re-read per
+// query head and token. Same numerics as attention(): scores and softmax in f32; with FP16 KV
+// the queries and probabilities are rounded to fp16 first.
+void CpuBackend::attention_tiled(int il, int n_tokens, int pos0) {
+    const LayerKv& l = kv_[static_cast<size_t>(il)];
+    const int64_t hd = c_.head_dim, nh = c_.n_head, nkv = c_.n_head_kv, kvd = c_.kv_dim(), qd = c_.q_dim();
+    const int64_t group = nh / nkv;
+    const int64_t tq_max = attn_tile_queries(c_);
+    const int64_t n_tiles = (n_tokens + ATTN_TILE - 1) / ATTN_TILE;
+    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hd));
+    const bool int8 = kv_type_ == KvType::Int8;
+    const AttnDotKernels& ak = attn_dot_kernels();
+    pool_.parallel_for(nkv * n_tiles, [&](int64_t b, int64_t e, int tid) {
+        float* sc = tile_scores_.data() + static_cast<size_t>(tid) * tq_max * n_ctx_;  // [nq][n_ctx]
+        float* qb = tile_q_.data() + static_cast<size_t>(tid) * tq_max * hd;           // [nq][hd]
+        float* row = tile_row_.data() + static_cast<size_t>(tid) * hd;                  // [hd]
+        float** qp = tile_ptrs_.data() + static_cast<size_t>(tid) * tq_max;
+        for (int64_t task = b; task < e; ++task) {
+            const int64_t hk = task % nkv, tile = task / nkv;
+            const int64_t t0 = tile * ATTN_TILE, t1 = std::min<int64_t>(n_tokens, t0 + ATTN_TILE);
+            const int64_t nq = (t1 - t0) * group;  // query qi = (t - t0) * group + g, head hk*group+g
+            for (int64_t qi = 0; qi < nq; ++qi) {
+                const int64_t t = t0 + qi / group, h = hk * group + qi % group;
+                const float* q = q_.data() + t * qd + h * hd;
+                float* dst = qb + qi * hd;
+                if (int8) {
+                    std::memcpy(dst, q, static_cast<size_t>(hd) * sizeof(float));
+                } else {
+                    for (int64_t d = 0; d < hd; ++d) dst[d] = to_f32(to_half(q[d]));
+                }
+                qp[qi] = dst;
+            }
+            const int64_t n_end = pos0 + t1;  // the last query sees positions [0, n_end)
+            auto load_row = [&](const PoolArray<uint8_t>& kvbuf, const PoolArray<Half>& scales, int64_t j) {
+                const size_t off = static_cast<size_t>(j * kvd + hk * hd);
+                if (int8) {
+                    ak.row_i8(reinterpret_cast<const int8_t*>(kvbuf.data()) + off,
+                              to_f32(scales[static_cast<size_t>(j * nkv + hk)]), row, hd);
+                } else {
+                    ak.row_f16(reinterpret_cast<const Half*>(kvbuf.data()) + off, row, hd);
+                }
+            };
+            // first query index that may see position j (causal: t >= j - pos0)
+            auto first_query = [&](int64_t j) {
+                const int64_t t_min = std::max<int64_t>(t0, j - pos0);
+                return (t_min - t0) * group;
+            };
+            // scores, transposed: sc[j * nq + qi] (contiguous per key position)
+            for (int64_t j = 0; j < n_end; ++j) {
+                load_row(l.k, l.k_scale, j);
+                float* sj = sc + j * nq;
+                int64_t qi = first_query(j);
+                for (; qi + 4 <= nq; qi += 4) {
+                    ak.dot4_f32(qp + qi, row, hd, sj + qi);
+                    for (int k = 0; k < 4; ++k) sj[qi + k] *= inv_sqrt;
+                }
+                for (; qi < nq; ++qi) {
+                    float s = 0.0f;
+                    for (int64_t d = 0; d < hd; ++d) s += qp[qi][d] * row[d];
+                    sj[qi] = s * inv_sqrt;
+                }
+            }
+            // softmax of every query at once over its causal range
+            float* mx = qb;             // [nq], the queries are no longer needed
+            float* sum = qb + tq_max;   // [nq]
+            for (int64_t qi = 0; qi < nq; ++qi) {
+                mx[qi] = -INFINITY;
+                sum[qi] = 0.0f;
+            }
+            for (int64_t j = 0; j < n_end; ++j) {
+                const float* sj = sc + j * nq;
+                for (int64_t qi = first_query(j); qi < nq; ++qi) mx[qi] = std::max(mx[qi], sj[qi]);
+            }
+            for (int64_t j = 0; j < n_end; ++j) {
+                float* sj = sc + j * nq;
+                for (int64_t qi = first_query(j); qi < nq; ++qi) {
+                    sj[qi] = std::exp(sj[qi] - mx[qi]);
+                    sum[qi] += sj[qi];
+                }
+            }
+            for (int64_t qi = 0; qi < nq; ++qi) sum[qi] = 1.0f / sum[qi];
+            for (int64_t j = 0; j < n_end; ++j) {
+                float* sj = sc + j * nq;
+                for (int64_t qi = first_query(j); qi < nq; ++qi) {
+                    sj[qi] = int8 ? sj[qi] * sum[qi] : to_f32(to_half(sj[qi] * sum[qi]));
+                }
+            }
+            for (int64_t qi = 0; qi < nq; ++qi) {
+                const int64_t t = t0 + qi / group, h = hk * group + qi % group;
+                float* out = att_.data() + t * qd + h * hd;
+                std::fill(out, out + hd, 0.0f);
+                qp[qi] = out;
+            }
+            for (int64_t j = 0; j < n_end; ++j) {
+                load_row(l.v, l.v_scale, j);
+                const float* sj = sc + j * nq;
+                int64_t qi = first_query(j);
+                for (; qi + 4 <= nq; qi += 4) ak.axpy4_f32(sj + qi, row, qp + qi, hd);
+                for (; qi < nq; ++qi) {
+                    const float a = sj[qi];
+                    for (int64_t d = 0; d < hd; ++d) qp[qi][d] += a * row[d];
+                }
+            }
+        }
+    });
+}
+
 void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
     JLLM_ASSERT(w_ != nullptr && n_tokens >= 1 && n_tokens <= n_batch_);
     JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
@@ -314,7 +435,8 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         tap("k", il, k_.data(), n_tokens, KV);
         tap("v", il, v_.data(), n_tokens, KV);
         store_kv(il, n_tokens, pos0);
-        attention(il, n_tokens, pos0);
+        if (n_tokens > 1) attention_tiled(il, n_tokens, pos0);
+        else attention(il, n_tokens, pos0);
         tap("attn", il, att_.data(), n_tokens, Q);
         matmul(L.wo, att_.data(), n_tokens, h_.data());
         for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];

@@ -49,3 +49,45 @@ TEST(AttnDot, ScalarIsExactOnSmallIntegers) {
     std::vector<Half> kh = {to_half(0.5f), to_half(-2.0f), to_half(1.0f)};
     EXPECT_EQ(ref.dot_f16(q.data(), kh.data(), 3), 0.5f - 4.0f + 3.0f);
 }
+
+TEST(AttnDot, MultiQueryKernelsMatchScalar) {
+    const AttnDotKernels& ref = attn_dot_kernels(true);
+    const AttnDotKernels& k = attn_dot_kernels(false);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t n : {1, 7, 8, 64, 100, 128, 131}) {
+        std::vector<std::vector<float>> q(4, std::vector<float>(n)), oa(4, std::vector<float>(n)),
+            ob(4, std::vector<float>(n));
+        std::vector<float> row(n), conv_a(n), conv_b(n);
+        std::vector<int8_t> i8(n);
+        std::vector<Half> h16(n);
+        for (int64_t d = 0; d < n; ++d) {
+            row[d] = nd(rng);
+            i8[d] = static_cast<int8_t>(static_cast<int>(nd(rng) * 40.0f) % 127);
+            h16[d] = to_half(nd(rng));
+            for (int i = 0; i < 4; ++i) {
+                q[i][d] = nd(rng);
+                oa[i][d] = ob[i][d] = nd(rng);
+            }
+        }
+        const float* qp[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
+        float ra[4], rb[4];
+        k.dot4_f32(qp, row.data(), n, ra);
+        ref.dot4_f32(qp, row.data(), n, rb);
+        for (int i = 0; i < 4; ++i) EXPECT_NEAR(ra[i], rb[i], 1e-4f * n) << n;
+        const float a[4] = {0.5f, -1.25f, 2.0f, 0.0f};
+        float* pa[4] = {oa[0].data(), oa[1].data(), oa[2].data(), oa[3].data()};
+        float* pb[4] = {ob[0].data(), ob[1].data(), ob[2].data(), ob[3].data()};
+        k.axpy4_f32(a, row.data(), pa, n);
+        ref.axpy4_f32(a, row.data(), pb, n);
+        for (int i = 0; i < 4; ++i) {
+            for (int64_t d = 0; d < n; ++d) EXPECT_NEAR(oa[i][d], ob[i][d], 1e-5f);
+        }
+        k.row_i8(i8.data(), 0.03f, conv_a.data(), n);
+        ref.row_i8(i8.data(), 0.03f, conv_b.data(), n);
+        EXPECT_EQ(conv_a, conv_b);  // one multiply each: exact
+        k.row_f16(h16.data(), conv_a.data(), n);
+        ref.row_f16(h16.data(), conv_b.data(), n);
+        EXPECT_EQ(conv_a, conv_b);  // fp16 -> f32 is exact
+    }
+}
