@@ -18,7 +18,7 @@ namespace jllm {
 struct ModelConfig;
 struct ModelWeights;
 
-// Prefill attention works on tiles of ATTN_TILE query tokens x all query heads of one KV head.
+// Attention works on tiles of ATTN_TILE query tokens x all query heads of one KV head.
 constexpr int64_t ATTN_TILE = 8;
 int64_t attn_tile_queries(const ModelConfig& c);
 

@@ -3,6 +3,8 @@
 
 #include "backend/cpu/cpu_features.h"
 
+#include <cmath>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -14,33 +16,24 @@ namespace jllm {
 
 namespace {
 
-float dot_i8_ref(const float* q, const int8_t* k, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; ++i) s += q[i] * static_cast<float>(k[i]);
-    return s;
-}
-float dot_f16_ref(const float* q, const Half* k, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; ++i) s += q[i] * to_f32(k[i]);
-    return s;
-}
-void axpy_i8_ref(float a, const int8_t* v, float* out, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) out[i] += a * static_cast<float>(v[i]);
-}
-void axpy_f16_ref(float a, const Half* v, float* out, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) out[i] += a * to_f32(v[i]);
-}
-
 void dot4_f32_ref(const float* const* q, const float* k, int64_t n, float* out) {
     for (int i = 0; i < 4; ++i) {
         float s = 0.0f;
-        for (int64_t d = 0; d < n; ++d) s += q[i][d] * k[d];
+        for (int64_t d = 0; d < n; ++d) s = std::fma(q[i][d], k[d], s);
         out[i] = s;
     }
 }
+float dot1_f32_ref(const float* q, const float* k, int64_t n) {
+    float s = 0.0f;
+    for (int64_t d = 0; d < n; ++d) s = std::fma(q[d], k[d], s);
+    return s;
+}
+void axpy1_f32_ref(float a, const float* v, float* o, int64_t n) {
+    for (int64_t d = 0; d < n; ++d) o[d] = std::fma(a, v[d], o[d]);
+}
 void axpy4_f32_ref(const float* a, const float* v, float* const* o, int64_t n) {
     for (int i = 0; i < 4; ++i) {
-        for (int64_t d = 0; d < n; ++d) o[i][d] += a[i] * v[d];
+        for (int64_t d = 0; d < n; ++d) o[i][d] = std::fma(a[i], v[d], o[i][d]);
     }
 }
 
@@ -70,30 +63,6 @@ JLLM_AVX2 inline __m256 load_f16x8(const Half* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-JLLM_AVX2 float dot_i8_avx2(const float* q, const int8_t* k, int64_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_i8x8(k + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_i8x8(k + i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_i8x8(k + i), a0);
-    float s = hsum256(_mm256_add_ps(a0, a1));
-    for (; i < n; ++i) s += q[i] * static_cast<float>(k[i]);
-    return s;
-}
-JLLM_AVX2 float dot_f16_avx2(const float* q, const Half* k, int64_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(k + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_f16x8(k + i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(k + i), a0);
-    float s = hsum256(_mm256_add_ps(a0, a1));
-    for (; i < n; ++i) s += q[i] * to_f32(k[i]);
-    return s;
-}
 JLLM_AVX2 void dot4_f32_avx2(const float* const* q, const float* k, int64_t n, float* out) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t d = 0;
@@ -106,9 +75,27 @@ JLLM_AVX2 void dot4_f32_avx2(const float* const* q, const float* k, int64_t n, f
     }
     float r[4] = {hsum256(a0), hsum256(a1), hsum256(a2), hsum256(a3)};
     for (; d < n; ++d) {
-        for (int i = 0; i < 4; ++i) r[i] += q[i][d] * k[d];
+        for (int i = 0; i < 4; ++i) r[i] = std::fma(q[i][d], k[d], r[i]);
     }
     for (int i = 0; i < 4; ++i) out[i] = r[i];
+}
+// One lane of dot4_f32_avx2, in the same order.
+JLLM_AVX2 float dot1_f32_avx2(const float* q, const float* k, int64_t n) {
+    __m256 a0 = _mm256_setzero_ps();
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), a0);
+    float r = hsum256(a0);
+    for (; d < n; ++d) r = std::fma(q[d], k[d], r);
+    return r;
+}
+// One lane of axpy4_f32_avx2, in the same order.
+JLLM_AVX2 void axpy1_f32_avx2(float a, const float* v, float* o, int64_t n) {
+    const __m256 s0 = _mm256_set1_ps(a);
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(s0, _mm256_loadu_ps(v + d), _mm256_loadu_ps(o + d)));
+    }
+    for (; d < n; ++d) o[d] = std::fma(a, v[d], o[d]);
 }
 JLLM_AVX2 void axpy4_f32_avx2(const float* a, const float* v, float* const* o, int64_t n) {
     const __m256 s0 = _mm256_set1_ps(a[0]), s1 = _mm256_set1_ps(a[1]), s2 = _mm256_set1_ps(a[2]),
@@ -122,7 +109,7 @@ JLLM_AVX2 void axpy4_f32_avx2(const float* a, const float* v, float* const* o, i
         _mm256_storeu_ps(o[3] + d, _mm256_fmadd_ps(s3, vv, _mm256_loadu_ps(o[3] + d)));
     }
     for (; d < n; ++d) {
-        for (int i = 0; i < 4; ++i) o[i][d] += a[i] * v[d];
+        for (int i = 0; i < 4; ++i) o[i][d] = std::fma(a[i], v[d], o[i][d]);
     }
 }
 JLLM_AVX2 void row_i8_avx2(const int8_t* v, float scale, float* out, int64_t n) {
@@ -136,48 +123,9 @@ JLLM_AVX2 void row_f16_avx2(const Half* v, float* out, int64_t n) {
     for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, load_f16x8(v + d));
     for (; d < n; ++d) out[d] = to_f32(v[d]);
 }
-JLLM_AVX2 void axpy_i8_avx2(float a, const int8_t* v, float* out, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(va, load_i8x8(v + i), _mm256_loadu_ps(out + i)));
-    }
-    for (; i < n; ++i) out[i] += a * static_cast<float>(v[i]);
-}
-JLLM_AVX2 void axpy_f16_avx2(float a, const Half* v, float* out, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(va, load_f16x8(v + i), _mm256_loadu_ps(out + i)));
-    }
-    for (; i < n; ++i) out[i] += a * to_f32(v[i]);
-}
 #endif
 
 #if defined(__aarch64__)
-float dot_i8_neon(const float* q, const int8_t* k, int64_t n) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const int16x8_t k16 = vmovl_s8(vld1_s8(k + i));
-        acc = vfmaq_f32(acc, vld1q_f32(q + i), vcvtq_f32_s32(vmovl_s16(vget_low_s16(k16))));
-        acc = vfmaq_f32(acc, vld1q_f32(q + i + 4), vcvtq_f32_s32(vmovl_s16(vget_high_s16(k16))));
-    }
-    float s = vaddvq_f32(acc);
-    for (; i < n; ++i) s += q[i] * static_cast<float>(k[i]);
-    return s;
-}
-float dot_f16_neon(const float* q, const Half* k, int64_t n) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float16x4_t h = vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k + i)));
-        acc = vfmaq_f32(acc, vld1q_f32(q + i), vcvt_f32_f16(h));
-    }
-    float s = vaddvq_f32(acc);
-    for (; i < n; ++i) s += q[i] * to_f32(k[i]);
-    return s;
-}
 void dot4_f32_neon(const float* const* q, const float* k, int64_t n, float* out) {
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
     int64_t d = 0;
@@ -190,9 +138,22 @@ void dot4_f32_neon(const float* const* q, const float* k, int64_t n, float* out)
     }
     float r[4] = {vaddvq_f32(a0), vaddvq_f32(a1), vaddvq_f32(a2), vaddvq_f32(a3)};
     for (; d < n; ++d) {
-        for (int i = 0; i < 4; ++i) r[i] += q[i][d] * k[d];
+        for (int i = 0; i < 4; ++i) r[i] = std::fma(q[i][d], k[d], r[i]);
     }
     for (int i = 0; i < 4; ++i) out[i] = r[i];
+}
+float dot1_f32_neon(const float* q, const float* k, int64_t n) {
+    float32x4_t a0 = vdupq_n_f32(0.0f);
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) a0 = vfmaq_f32(a0, vld1q_f32(q + d), vld1q_f32(k + d));
+    float r = vaddvq_f32(a0);
+    for (; d < n; ++d) r = std::fma(q[d], k[d], r);
+    return r;
+}
+void axpy1_f32_neon(float a, const float* v, float* o, int64_t n) {
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) vst1q_f32(o + d, vfmaq_n_f32(vld1q_f32(o + d), vld1q_f32(v + d), a));
+    for (; d < n; ++d) o[d] = std::fma(a, v[d], o[d]);
 }
 void axpy4_f32_neon(const float* a, const float* v, float* const* o, int64_t n) {
     int64_t d = 0;
@@ -201,7 +162,7 @@ void axpy4_f32_neon(const float* a, const float* v, float* const* o, int64_t n) 
         for (int i = 0; i < 4; ++i) vst1q_f32(o[i] + d, vfmaq_n_f32(vld1q_f32(o[i] + d), vv, a[i]));
     }
     for (; d < n; ++d) {
-        for (int i = 0; i < 4; ++i) o[i][d] += a[i] * v[d];
+        for (int i = 0; i < 4; ++i) o[i][d] = std::fma(a[i], v[d], o[i][d]);
     }
 }
 void row_i8_neon(const int8_t* v, float scale, float* out, int64_t n) {
@@ -220,31 +181,14 @@ void row_f16_neon(const Half* v, float* out, int64_t n) {
     }
     for (; d < n; ++d) out[d] = to_f32(v[d]);
 }
-void axpy_i8_neon(float a, const int8_t* v, float* out, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const int16x8_t v16 = vmovl_s8(vld1_s8(v + i));
-        vst1q_f32(out + i, vfmaq_n_f32(vld1q_f32(out + i), vcvtq_f32_s32(vmovl_s16(vget_low_s16(v16))), a));
-        vst1q_f32(out + i + 4, vfmaq_n_f32(vld1q_f32(out + i + 4), vcvtq_f32_s32(vmovl_s16(vget_high_s16(v16))), a));
-    }
-    for (; i < n; ++i) out[i] += a * static_cast<float>(v[i]);
-}
-void axpy_f16_neon(float a, const Half* v, float* out, int64_t n) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float16x4_t h = vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(v + i)));
-        vst1q_f32(out + i, vfmaq_n_f32(vld1q_f32(out + i), vcvt_f32_f16(h), a));
-    }
-    for (; i < n; ++i) out[i] += a * to_f32(v[i]);
-}
 #endif
 
-const AttnDotKernels kScalar = {dot_i8_ref, dot_f16_ref, axpy_i8_ref, axpy_f16_ref, dot4_f32_ref, axpy4_f32_ref, row_i8_ref, row_f16_ref};
+const AttnDotKernels kScalar = {dot4_f32_ref, dot1_f32_ref, axpy4_f32_ref, axpy1_f32_ref, row_i8_ref, row_f16_ref};
 #if defined(__x86_64__)
-const AttnDotKernels kAvx2 = {dot_i8_avx2, dot_f16_avx2, axpy_i8_avx2, axpy_f16_avx2, dot4_f32_avx2, axpy4_f32_avx2, row_i8_avx2, row_f16_avx2};
+const AttnDotKernels kAvx2 = {dot4_f32_avx2, dot1_f32_avx2, axpy4_f32_avx2, axpy1_f32_avx2, row_i8_avx2, row_f16_avx2};
 #endif
 #if defined(__aarch64__)
-const AttnDotKernels kNeon = {dot_i8_neon, dot_f16_neon, axpy_i8_neon, axpy_f16_neon, dot4_f32_neon, axpy4_f32_neon, row_i8_neon, row_f16_neon};
+const AttnDotKernels kNeon = {dot4_f32_neon, dot1_f32_neon, axpy4_f32_neon, axpy1_f32_neon, row_i8_neon, row_f16_neon};
 #endif
 
 }  // namespace

@@ -1,5 +1,6 @@
-// backend/cpu/attn_dot.h — the inner loops of CPU attention over the KV cache: Q.K dot products
-// and P.V accumulations against INT8 (scaled by the caller) or FP16 rows, f32 accumulation.
+// backend/cpu/attn_dot.h — the inner loops of CPU attention over the KV cache: K/V rows (INT8
+// with their scale, or FP16) converted to f32, then Q.K dot products and P.V accumulations of up
+// to four queries per pass, f32 accumulation.
 // A scalar version and an AVX2/FMA/F16C version (NEON on aarch64), chosen once at run time.
 #pragma once
 
@@ -10,15 +11,16 @@
 namespace jllm {
 
 struct AttnDotKernels {
-    float (*dot_i8)(const float* q, const int8_t* k, int64_t n);        // sum q[i] * k[i]
-    float (*dot_f16)(const float* q, const Half* k, int64_t n);
-    void (*axpy_i8)(float a, const int8_t* v, float* out, int64_t n);   // out[i] += a * v[i]
-    void (*axpy_f16)(float a, const Half* v, float* out, int64_t n);
-    // Four queries against one f32 row (prefill tiles: the row is loaded once for all four):
-    //   out[i] = sum_d q[i][d] * k[d]            (dot4)
-    //   o[i][d] += a[i] * v[d]                   (axpy4)
+    // Query(s) against one f32 row (a K or V row converted once per position). Each query's sum
+    // runs in the same order whether it goes through the 4-query or the 1-query kernel, so a
+    // query's result never depends on the batch or tile it was computed in (greedy output is
+    // the same for a prompt prefilled at once or reused from the cache):
+    //   out[i] = sum_d q[i][d] * k[d]            (dot4, dot1)
+    //   o[i][d] += a[i] * v[d]                   (axpy4, axpy1)
     void (*dot4_f32)(const float* const* q, const float* k, int64_t n, float* out);
+    float (*dot1_f32)(const float* q, const float* k, int64_t n);
     void (*axpy4_f32)(const float* a, const float* v, float* const* o, int64_t n);
+    void (*axpy1_f32)(float a, const float* v, float* o, int64_t n);
     // Row conversions: out[d] = scale * v[d] (INT8), out[d] = v[d] (FP16).
     void (*row_i8)(const int8_t* v, float scale, float* out, int64_t n);
     void (*row_f16)(const Half* v, float* out, int64_t n);

@@ -112,8 +112,6 @@ public:
         att_.bind(scratch_pool_, B * c_.q_dim());
         g_.bind(scratch_pool_, B * c_.n_ff);
         u_.bind(scratch_pool_, B * c_.n_ff);
-        scores_.bind(scratch_pool_, static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_ctx));
-        qh_.bind(scratch_pool_, static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(c_.head_dim));
         mm_scratch_.bind(scratch_pool_, static_cast<size_t>(mm) + 64);
         const size_t nth = static_cast<size_t>(pool_.n_threads());
         const size_t tq = static_cast<size_t>(attn_tile_queries(c_));
@@ -160,7 +158,6 @@ private:
         return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
     }
     void attention(int il, int n_tokens, int pos0);
-    void attention_tiled(int il, int n_tokens, int pos0);
     void store_kv(int il, int n_tokens, int pos0);
 
     ModelConfig c_;
@@ -174,10 +171,8 @@ private:
     std::vector<LayerKv> kv_;
     // activations, [n_batch][width]
     PoolArray<float> x_, h_, q_, k_, v_, att_, g_, u_;
-    PoolArray<float> scores_;  // [n_threads][n_ctx]
-    PoolArray<float> qh_;      // [n_threads][head_dim] fp16-rounded query (FP16 KV)
     PoolArray<uint8_t> mm_scratch_;
-    // prefill attention tiles (attention_tiled)
+    // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
     PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim]
     PoolArray<float> tile_row_;     // [n_threads][head_dim] one K or V row in f32
@@ -212,68 +207,15 @@ void CpuBackend::store_kv(int il, int n_tokens, int pos0) {
     }
 }
 
-void CpuBackend::attention(int il, int n_tokens, int pos0) {
-    const LayerKv& l = kv_[static_cast<size_t>(il)];
-    const int64_t hd = c_.head_dim, nh = c_.n_head, nkv = c_.n_head_kv, kvd = c_.kv_dim();
-    const int64_t group = nh / nkv;
-    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hd));
-    const bool int8 = kv_type_ == KvType::Int8;
-    const AttnDotKernels& ak = attn_dot_kernels();
-    pool_.parallel_for(static_cast<int64_t>(n_tokens) * nh, [&](int64_t b, int64_t e, int tid) {
-        float* sc = scores_.data() + static_cast<size_t>(tid) * static_cast<size_t>(n_ctx_);
-        for (int64_t task = b; task < e; ++task) {
-            const int64_t t = task / nh, h = task % nh, hk = h / group;
-            const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
-            const float* q = q_.data() + t * c_.q_dim() + h * hd;
-            // FP16 KV: the products run in half precision as a GPU (or the reference CPU
-            // engine) does: q is rounded to fp16 before Q.K, probabilities before P.V.
-            float* qh = qh_.data() + static_cast<size_t>(tid) * static_cast<size_t>(hd);
-            if (!int8) {
-                for (int64_t d = 0; d < hd; ++d) qh[d] = to_f32(to_half(q[d]));
-                q = qh;
-            }
-            float mx = -INFINITY;
-            for (int64_t j = 0; j < n_kv; ++j) {
-                const size_t off = static_cast<size_t>(j * kvd + hk * hd);
-                float s;
-                if (int8) {
-                    s = ak.dot_i8(q, reinterpret_cast<const int8_t*>(l.k.data()) + off, hd) *
-                        to_f32(l.k_scale[static_cast<size_t>(j * nkv + hk)]);
-                } else {
-                    s = ak.dot_f16(q, reinterpret_cast<const Half*>(l.k.data()) + off, hd);
-                }
-                s *= inv_sqrt;
-                sc[j] = s;
-                mx = std::max(mx, s);
-            }
-            float sum = 0.0f;
-            for (int64_t j = 0; j < n_kv; ++j) {
-                sc[j] = std::exp(sc[j] - mx);
-                sum += sc[j];
-            }
-            const float inv_sum = 1.0f / sum;
-            float* out = att_.data() + t * c_.q_dim() + h * hd;
-            std::fill(out, out + hd, 0.0f);
-            for (int64_t j = 0; j < n_kv; ++j) {
-                const size_t off = static_cast<size_t>(j * kvd + hk * hd);
-                if (int8) {
-                    const float p = sc[j] * inv_sum * to_f32(l.v_scale[static_cast<size_t>(j * nkv + hk)]);
-                    ak.axpy_i8(p, reinterpret_cast<const int8_t*>(l.v.data()) + off, out, hd);
-                } else {
-                    const float p = to_f32(to_half(sc[j] * inv_sum));
-                    ak.axpy_f16(p, reinterpret_cast<const Half*>(l.v.data()) + off, out, hd);
-                }
-            }
-        }
-    });
-}
 
-// Prefill attention: one task = one KV head x a tile of ATTN_TILE query tokens, i.e. all
-// group * tile queries that read that KV head. Each K and V row is converted to f32 once per
-// task and used by every query of the tile (four at a time), instead of being re-read per
-// query head and token. Same numerics as attention(): scores and softmax in f32; with FP16 KV
-// the queries and probabilities are rounded to fp16 first.
-void CpuBackend::attention_tiled(int il, int n_tokens, int pos0) {
+// Causal grouped-query attention, prefill and decode alike: one task = one KV head x a tile of
+// up to ATTN_TILE query tokens, i.e. all group * tile queries that read that KV head. Each K and
+// V row is converted to f32 once per task and used by every query of the tile (four at a time).
+// A query's arithmetic does not depend on its tile (attn_dot.h), so a prompt prefilled at once
+// and the same tokens decoded one by one give identical results. Scores and softmax in f32;
+// with FP16 KV the queries and probabilities are rounded to fp16 first, as the reference
+// engines' half-precision products do.
+void CpuBackend::attention(int il, int n_tokens, int pos0) {
     const LayerKv& l = kv_[static_cast<size_t>(il)];
     const int64_t hd = c_.head_dim, nh = c_.n_head, nkv = c_.n_head_kv, kvd = c_.kv_dim(), qd = c_.q_dim();
     const int64_t group = nh / nkv;
@@ -326,11 +268,7 @@ void CpuBackend::attention_tiled(int il, int n_tokens, int pos0) {
                     ak.dot4_f32(qp + qi, row, hd, sj + qi);
                     for (int k = 0; k < 4; ++k) sj[qi + k] *= inv_sqrt;
                 }
-                for (; qi < nq; ++qi) {
-                    float s = 0.0f;
-                    for (int64_t d = 0; d < hd; ++d) s += qp[qi][d] * row[d];
-                    sj[qi] = s * inv_sqrt;
-                }
+                for (; qi < nq; ++qi) sj[qi] = ak.dot1_f32(qp[qi], row, hd) * inv_sqrt;
             }
             // softmax of every query at once over its causal range
             float* mx = qb;             // [nq], the queries are no longer needed
@@ -368,10 +306,7 @@ void CpuBackend::attention_tiled(int il, int n_tokens, int pos0) {
                 const float* sj = sc + j * nq;
                 int64_t qi = first_query(j);
                 for (; qi + 4 <= nq; qi += 4) ak.axpy4_f32(sj + qi, row, qp + qi, hd);
-                for (; qi < nq; ++qi) {
-                    const float a = sj[qi];
-                    for (int64_t d = 0; d < hd; ++d) qp[qi][d] += a * row[d];
-                }
+                for (; qi < nq; ++qi) ak.axpy1_f32(sj[qi], row, qp[qi], hd);
             }
         }
     });
@@ -435,8 +370,7 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         tap("k", il, k_.data(), n_tokens, KV);
         tap("v", il, v_.data(), n_tokens, KV);
         store_kv(il, n_tokens, pos0);
-        if (n_tokens > 1) attention_tiled(il, n_tokens, pos0);
-        else attention(il, n_tokens, pos0);
+        attention(il, n_tokens, pos0);
         tap("attn", il, att_.data(), n_tokens, Q);
         matmul(L.wo, att_.data(), n_tokens, h_.data());
         for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];

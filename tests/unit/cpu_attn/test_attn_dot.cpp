@@ -10,44 +10,36 @@
 
 using namespace jllm;
 
-TEST(AttnDot, SimdMatchesScalar) {
-    const AttnDotKernels& ref = attn_dot_kernels(true);
-    const AttnDotKernels& k = attn_dot_kernels(false);
-    std::mt19937 rng(11);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::uniform_int_distribution<int> qd(-127, 127);
-    for (int64_t n : {1, 7, 8, 15, 16, 17, 64, 100, 128, 129}) {
-        std::vector<float> q(n), out_a(n), out_b(n);
-        std::vector<int8_t> ki(n);
-        std::vector<Half> kh(n);
-        double mag = 0;
-        for (int64_t i = 0; i < n; ++i) {
-            q[i] = nd(rng);
-            ki[i] = static_cast<int8_t>(qd(rng));
-            kh[i] = to_half(nd(rng));
-            out_a[i] = out_b[i] = nd(rng);
-            mag += std::fabs(q[i]) * 127.0;
+TEST(AttnDot, OneQueryKernelsEqualAnyLaneOfTheFourQueryKernels) {
+    // Bitwise: a query's result must not depend on whether it was computed alone or in a group.
+    for (bool scalar : {true, false}) {
+        const AttnDotKernels& k = attn_dot_kernels(scalar);
+        std::mt19937 rng(3);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (int64_t n : {5, 64, 128, 131}) {
+            std::vector<std::vector<float>> q(4, std::vector<float>(n)), o4(4, std::vector<float>(n)),
+                o1(4, std::vector<float>(n));
+            std::vector<float> row(n);
+            for (int64_t d = 0; d < n; ++d) {
+                row[d] = nd(rng);
+                for (int i = 0; i < 4; ++i) {
+                    q[i][d] = nd(rng);
+                    o4[i][d] = o1[i][d] = nd(rng);
+                }
+            }
+            const float* qp[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
+            float r4[4];
+            k.dot4_f32(qp, row.data(), n, r4);
+            const float a[4] = {0.3f, -2.0f, 1e-3f, 7.5f};
+            float* p4[4] = {o4[0].data(), o4[1].data(), o4[2].data(), o4[3].data()};
+            k.axpy4_f32(a, row.data(), p4, n);
+            for (int i = 0; i < 4; ++i) {
+                EXPECT_EQ(k.dot1_f32(q[i].data(), row.data(), n), r4[i]) << "n=" << n << " lane " << i;
+                k.axpy1_f32(a[i], row.data(), o1[i].data(), n);
+                EXPECT_EQ(o1[i], o4[i]) << "n=" << n << " lane " << i;
+            }
         }
-        // f32 accumulation in a different order: bound by n * eps * sum|terms|
-        const double tol = 1e-6 * mag + 1e-6;
-        EXPECT_NEAR(k.dot_i8(q.data(), ki.data(), n), ref.dot_i8(q.data(), ki.data(), n), tol) << n;
-        EXPECT_NEAR(k.dot_f16(q.data(), kh.data(), n), ref.dot_f16(q.data(), kh.data(), n), 1e-5 * n) << n;
-        k.axpy_i8(0.37f, ki.data(), out_a.data(), n);
-        ref.axpy_i8(0.37f, ki.data(), out_b.data(), n);
-        for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out_a[i], out_b[i], 1e-4f) << n << " " << i;
-        k.axpy_f16(-1.5f, kh.data(), out_a.data(), n);
-        ref.axpy_f16(-1.5f, kh.data(), out_b.data(), n);
-        for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out_a[i], out_b[i], 1e-4f) << n << " " << i;
     }
-}
-
-TEST(AttnDot, ScalarIsExactOnSmallIntegers) {
-    const AttnDotKernels& ref = attn_dot_kernels(true);
-    std::vector<float> q = {1, 2, 3};
-    std::vector<int8_t> k = {-1, 0, 5};
-    EXPECT_EQ(ref.dot_i8(q.data(), k.data(), 3), 14.0f);
-    std::vector<Half> kh = {to_half(0.5f), to_half(-2.0f), to_half(1.0f)};
-    EXPECT_EQ(ref.dot_f16(q.data(), kh.data(), 3), 0.5f - 4.0f + 3.0f);
 }
 
 TEST(AttnDot, MultiQueryKernelsMatchScalar) {
