@@ -88,74 +88,67 @@ void append_completion_logprob(Json& lp, const Piece& p, size_t text_offset, boo
     lp["text_offset"].push_back(text_offset);
 }
 
+namespace {
+// The fields every response and chunk starts with.
+Json envelope(const ResponseHead& h, const char* object) {
+    return Json{{"id", h.id},
+                {"object", object},
+                {"created", h.created},
+                {"model", h.model},
+                {"system_fingerprint", system_fingerprint()}};
+}
+}  // namespace
+
 Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs) {
     Json msg = {{"role", "assistant"}, {"content", r.text}};
     if (!r.reasoning.empty()) msg["reasoning_content"] = r.reasoning;
-    return Json{{"id", h.id},
-                {"object", "chat.completion"},
-                {"created", h.created},
-                {"model", h.model},
-                {"system_fingerprint", system_fingerprint()},
-                {"choices", Json::array({Json{{"index", 0}, {"message", msg}, {"logprobs", logprobs},
-                                              {"finish_reason", finish}}})},
-                {"usage", usage_json(r.stats)},
-                {"timings", timings_json(r.stats)}};
+    Json j = envelope(h, "chat.completion");
+    j["choices"] = Json::array({Json{{"index", 0}, {"message", msg}, {"logprobs", logprobs},
+                                 {"finish_reason", finish}}});
+    j["usage"] = usage_json(r.stats);
+    j["timings"] = timings_json(r.stats);
+    return j;
 }
 
 Json chat_chunk_json(const ResponseHead& h, const Json& delta, const char* finish, const Json& logprobs) {
     Json choice = {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (finish) choice["finish_reason"] = finish;
-    return Json{{"id", h.id},
-                {"object", "chat.completion.chunk"},
-                {"created", h.created},
-                {"model", h.model},
-                {"system_fingerprint", system_fingerprint()},
-                {"choices", Json::array({choice})}};
+    Json j = envelope(h, "chat.completion.chunk");
+    j["choices"] = Json::array({choice});
+    return j;
 }
 
 Json chat_usage_chunk_json(const ResponseHead& h, const GenerateStats& st) {
-    return Json{{"id", h.id},
-                {"object", "chat.completion.chunk"},
-                {"created", h.created},
-                {"model", h.model},
-                {"system_fingerprint", system_fingerprint()},
-                {"choices", Json::array()},
-                {"usage", usage_json(st)},
-                {"timings", timings_json(st)}};
+    Json j = envelope(h, "chat.completion.chunk");
+    j["choices"] = Json::array();
+    j["usage"] = usage_json(st);
+    j["timings"] = timings_json(st);
+    return j;
 }
 
 Json completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs) {
-    return Json{{"id", h.id},
-                {"object", "text_completion"},
-                {"created", h.created},
-                {"model", h.model},
-                {"system_fingerprint", system_fingerprint()},
-                {"choices", Json::array({Json{{"index", 0}, {"text", r.text}, {"logprobs", logprobs},
-                                              {"finish_reason", finish}}})},
-                {"usage", usage_json(r.stats)},
-                {"timings", timings_json(r.stats)}};
+    Json j = envelope(h, "text_completion");
+    j["choices"] = Json::array({Json{{"index", 0}, {"text", r.text}, {"logprobs", logprobs},
+                                 {"finish_reason", finish}}});
+    j["usage"] = usage_json(r.stats);
+    j["timings"] = timings_json(r.stats);
+    return j;
 }
 
 Json completion_chunk_json(const ResponseHead& h, const std::string& text, const char* finish, const Json& logprobs) {
     Json choice = {{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (finish) choice["finish_reason"] = finish;
-    return Json{{"id", h.id},
-                {"object", "text_completion"},
-                {"created", h.created},
-                {"model", h.model},
-                {"system_fingerprint", system_fingerprint()},
-                {"choices", Json::array({choice})}};
+    Json j = envelope(h, "text_completion");
+    j["choices"] = Json::array({choice});
+    return j;
 }
 
 Json completion_usage_chunk_json(const ResponseHead& h, const GenerateStats& st) {
-    return Json{{"id", h.id},
-                {"object", "text_completion"},
-                {"created", h.created},
-                {"model", h.model},
-                {"system_fingerprint", system_fingerprint()},
-                {"choices", Json::array()},
-                {"usage", usage_json(st)},
-                {"timings", timings_json(st)}};
+    Json j = envelope(h, "text_completion");
+    j["choices"] = Json::array();
+    j["usage"] = usage_json(st);
+    j["timings"] = timings_json(st);
+    return j;
 }
 
 }  // namespace jllm::server
