@@ -82,8 +82,12 @@ struct ChunkDequant<GgmlType::F32> {
     }
 };
 
-template <>
-struct ChunkDequant<GgmlType::F16> {
+// F16 and BF16: 32 two-byte values per chunk, read as four 16-byte loads.
+template <bool IS_BF16>
+struct ChunkDequant16 {
+    static __host__ __device__ __forceinline__ float to_float(uint16_t h) {
+        return IS_BF16 ? bf16_to_f32(h) : fp16_to_f32(h);
+    }
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const uint8_t* p = row + c * 64;
         JLLM_UNROLL
@@ -92,29 +96,18 @@ struct ChunkDequant<GgmlType::F16> {
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
             JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
-                y[8 * i + 2 * j] = fp16_to_f32(static_cast<uint16_t>(w[j] & 0xFFFFu));
-                y[8 * i + 2 * j + 1] = fp16_to_f32(static_cast<uint16_t>(w[j] >> 16));
+                y[8 * i + 2 * j] = to_float(static_cast<uint16_t>(w[j] & 0xFFFFu));
+                y[8 * i + 2 * j + 1] = to_float(static_cast<uint16_t>(w[j] >> 16));
             }
         }
     }
 };
 
 template <>
-struct ChunkDequant<GgmlType::BF16> {
-    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
-        const uint8_t* p = row + c * 64;
-        JLLM_UNROLL
-        for (int i = 0; i < 4; ++i) {
-            const uint4 v = ld16(p + 16 * i);
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-            JLLM_UNROLL
-            for (int j = 0; j < 4; ++j) {
-                y[8 * i + 2 * j] = bf16_to_f32(static_cast<uint16_t>(w[j] & 0xFFFFu));
-                y[8 * i + 2 * j + 1] = bf16_to_f32(static_cast<uint16_t>(w[j] >> 16));
-            }
-        }
-    }
-};
+struct ChunkDequant<GgmlType::F16> : ChunkDequant16<false> {};
+
+template <>
+struct ChunkDequant<GgmlType::BF16> : ChunkDequant16<true> {};
 
 template <>
 struct ChunkDequant<GgmlType::Q4_0> {
