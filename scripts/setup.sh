@@ -8,4 +8,4 @@ JOBS=${JOBS:-2}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${JLLM_CMAKE_ARGS:-}
 cmake --build build -j"$JOBS"
 scripts/fetch_model.sh
-echo "[setup] done: ./build/jetson-llm -m models/SmolLM2-135M-Instruct.Q4_1.gguf --info"
+echo "[setup] done: ./build/jetson-llm -m models/SmolLM2-135M-Instruct.Q4_1.gguf -p \"Hello\""
