@@ -6,7 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/log.h"
-#include "memory/cpu_pool_plan.h"
+#include "backend/cpu/cpu_pool_plan.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 

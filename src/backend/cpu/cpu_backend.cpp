@@ -10,7 +10,7 @@
 //   k, v: [n_ctx][n_head_kv][head_dim] int8 (or fp16)
 //   k_scale, v_scale: [n_ctx][n_head_kv] fp16 (INT8 only): x = q * scale, symmetric, per
 //   position and head, quantized after RoPE.
-// All buffers are carved in allocate() from two pools sized by memory/cpu_pool_plan.h (one
+// All buffers are carved in allocate() from two pools sized by backend/cpu/cpu_pool_plan.h (one
 // allocation each: KVCachePool, ScratchPool); forward() allocates nothing.
 #include "backend/cpu/cpu_backend.h"
 
@@ -19,13 +19,13 @@
 #include <cstring>
 
 #include "backend/cpu/attn_dot.h"
+#include "backend/cpu/cpu_pool_plan.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/rope.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/memory_pool.h"
 #include "core/thread_pool.h"
-#include "jllm_memory.h"
-#include "memory/cpu_pool_plan.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "quant/quant_types.h"

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/memory_pool.h"
 #include "jllm_memory.h"
 #include "test_paths.h"
 

@@ -1,4 +1,4 @@
-// memory/cpu_pool_plan.h — the sizes of the CPU backend's two pools, computed before anything
+// backend/cpu/cpu_pool_plan.h — the sizes of the CPU backend's two pools, computed before anything
 // is allocated so MemoryBudget can choose the context; the CPU backend carves its buffers from
 // pools of exactly these sizes (one place defines the layout's footprint).
 //

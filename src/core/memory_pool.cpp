@@ -1,4 +1,4 @@
-// memory/memory_pool.cpp — MemoryPool: one aligned, zero-filled block per pool, bump allocation
+// core/memory_pool.cpp — MemoryPool: one aligned, zero-filled block per pool, bump allocation
 // with mark/rewind. Zero-filling touches every page at load so the first decode step neither
 // page-faults nor finds out late that the memory was never there.
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <new>
 
 #include "core/error.h"
-#include "jllm_memory.h"
+#include "core/memory_pool.h"
 
 namespace jllm {
 

@@ -1,10 +1,10 @@
-// memory/cpu_pool_plan.cpp — see cpu_pool_plan.h.
-#include "memory/cpu_pool_plan.h"
+// backend/cpu/cpu_pool_plan.cpp — see cpu_pool_plan.h.
+#include "backend/cpu/cpu_pool_plan.h"
 
 #include <algorithm>
 
 #include "backend/cpu/matmul.h"
-#include "jllm_memory.h"
+#include "core/memory_pool.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
