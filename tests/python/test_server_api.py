@@ -240,6 +240,11 @@ def test_thinking_flags_and_sessions(srv):
 
 
 def test_metrics(srv):
+    # Its own traffic, so the test does not depend on the ones before it: the same prompt
+    # twice (the second reuses the cached prefix).
+    for _ in range(2):
+        status, _, _ = srv.post("/v1/chat/completions", {"messages": CHAT, "max_tokens": 2})
+        assert status == 200
     m = srv.metrics()
     assert m['jllm_requests_total{endpoint="/v1/chat/completions",status="200"}'] >= 1
     assert m["jllm_prompt_tokens_total"] > 0 and m["jllm_completion_tokens_total"] > 0
