@@ -36,10 +36,20 @@ size_t attention_smem_bytes(int warps, int head_dim, bool int8) {
     return static_cast<size_t>(warps) * head_dim * sizeof(float) + KT * (row + 16) + KT * row + 2 * KT * sizeof(float);
 }
 
+// Keys per split for a KV length of n_kv over at most max_split splits, and the splits used.
+__host__ __device__ __forceinline__ void split_plan(int n_kv, int max_split, int* per_split, int* n_used) {
+    int per = (n_kv + max_split - 1) / max_split;
+    per = (per + KT - 1) / KT * KT;
+    if (max_split > 1 && per < ATTN_MIN_SPLIT_KEYS) per = ATTN_MIN_SPLIT_KEYS;
+    *per_split = per;
+    *n_used = (n_kv + per - 1) / per;
+}
+
 // Keys of split s: [s * per_split, min(n_kv, (s + 1) * per_split)); qt tokens per block.
+// n_split: the grid's splits (1: no split, write `out` directly).
 template <bool INT8>
 __global__ void __launch_bounds__(MAX_WARPS * WARP)
-    kernel_attention(AttentionParams p, int n_split, int per_split, int qt) {
+    kernel_attention(AttentionParams p, int n_split, int qt) {
     extern __shared__ __align__(16) uint8_t smem[];
     const int group = p.n_head / p.n_head_kv;
     const int hd = p.head_dim, nd = hd / WARP;
@@ -53,6 +63,10 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     float* vsc = ksc + KT;                                                   // [KT]
 
     const int hk = blockIdx.x, s = blockIdx.z;
+    if (p.pos_dev) p.pos0 = *p.pos_dev;
+    int per_split, n_used;
+    split_plan(p.pos0 + p.n_tok, n_split, &per_split, &n_used);
+    if (s >= n_used) return;  // block-uniform, before any barrier
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int h = hk * group + warp % group;
     const int t = blockIdx.y * qt + warp / group;
@@ -171,21 +185,33 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     }
 }
 
-// One block of head_dim threads per (head, token).
+// One block of head_dim threads per (head, token); with out_q8, warp w also quantizes dims
+// 32w..32w+31 (one act_q8 block).
 __global__ void kernel_attention_combine(AttentionParams p, int n_split) {
     const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
     const int hd = p.head_dim;
+    if (p.pos_dev) p.pos0 = *p.pos_dev;
+    int per_split, n_used;
+    split_plan(p.pos0 + p.n_tok, n_split, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
     float mx = -INFINITY;
-    for (int s = 0; s < n_split; ++s) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
+    for (int s = 0; s < n_used; ++s) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
     float l = 0.0f, a = 0.0f;
-    for (int s = 0; s < n_split; ++s) {
+    for (int s = 0; s < n_used; ++s) {
         const float* ws = w + s * (hd + 2);
         const float f = ws[hd + 1] > 0.0f ? expf(ws[hd] - mx) : 0.0f;
         l += ws[hd + 1] * f;
         a += ws[d] * f;
     }
-    p.out[(static_cast<int64_t>(t) * p.n_head + h) * hd + d] = a / l;
+    const int64_t o = (static_cast<int64_t>(t) * p.n_head + h) * hd + d;
+    const float v = a / l;
+    p.out[o] = v;
+    if (p.out_q8) {
+        int8_t* q = static_cast<int8_t*>(p.out_q8);
+        const int64_t width = static_cast<int64_t>(p.n_head) * hd;
+        float4* sc = reinterpret_cast<float4*>(q + act_q8_scales_at(p.n_tok, width));
+        quantize_block_warp(v, d % WARP, q + (o - d % WARP), sc + o / 32);
+    }
 }
 
 }  // namespace
@@ -199,12 +225,19 @@ void launch_attention(const AttentionParams& p, void* stream) {
     JLLM_ASSERT(p.head_dim % WARP == 0 && p.head_dim <= MAX_HD);
     const int group = p.n_head / p.n_head_kv;
     if (group > MAX_WARPS) throw JllmError(strfmt("cuda: attention supports at most %d query heads per KV head", MAX_WARPS));
-    const int max_kv = p.pos0 + p.n_tok;
+    // Splits in the grid: graph mode (pos0 only known on the device) sizes the grid for
+    // max_split and the kernels skip what the position does not need; otherwise the plan is
+    // made here.
     int n_split = 1;
-    if (p.n_tok == 1 && p.max_split > 1 && p.work != nullptr) {
-        n_split = std::min(p.max_split, (max_kv + ATTN_SPLIT_KEYS - 1) / ATTN_SPLIT_KEYS);
+    const bool can_split = p.n_tok == 1 && p.max_split > 1 && p.work != nullptr;
+    if (p.pos_dev != nullptr) {
+        JLLM_ASSERT_MSG(p.n_tok == 1, "attention: device-side position is for single-token decode");
+        n_split = can_split ? p.max_split : 1;
+    } else if (can_split) {
+        int per = 0, used = 0;
+        split_plan(p.pos0 + p.n_tok, p.max_split, &per, &used);
+        n_split = used > 1 ? p.max_split : 1;
     }
-    const int per_split = (max_kv + n_split - 1) / n_split;
     // Query tokens per block: up to 16 warps of group heads x tokens.
     const int qt = std::max(1, std::min(p.n_tok, 16 / group));
     const int warps = group * qt;
@@ -217,7 +250,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
             JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(smem)));
         }
-        kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, per_split, qt);
+        kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, qt);
     };
     if (int8) launch(kernel_attention<true>);
     else launch(kernel_attention<false>);
@@ -226,6 +259,8 @@ void launch_attention(const AttentionParams& p, void* stream) {
         const dim3 cgrid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tok));
         kernel_attention_combine<<<cgrid, p.head_dim, 0, as_stream(stream)>>>(p, n_split);
         JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
+    } else if (p.out_q8 != nullptr) {
+        launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
     }
 }
 

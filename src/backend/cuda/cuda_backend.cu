@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -74,6 +75,8 @@ public:
         // Errors cannot propagate from a destructor; a failing free here is not actionable.
         (void)cudaSetDevice(device_);
         if (stream_) (void)cudaStreamSynchronize(stream_);
+        release_graph();
+        if (step_host_) (void)cudaFreeHost(step_host_);
         for (void* p : allocations_) (void)cudaFree(p);
         if (registered_) (void)cudaHostUnregister(registered_);
         if (stream_) (void)cudaStreamDestroy(stream_);
@@ -111,12 +114,23 @@ private:
     void matmul(const DevWeight& w, const float* x, int n_tok, float* y, MatOut out, const DevWeight* w2 = nullptr) {
         cuda::launch_matmul(w.type, w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_);
     }
-    void run_layers(const int32_t* tokens, int n_tokens, int pos0);
-    void embed(const int32_t* tokens, int n_tokens);
+    // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
+    // pos0.. (read from pos_dev on the device when it is not null: graph capture).
+    void run_layers(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens, int pos0, const int* pos_dev);
+    void layer(int il, int n_tokens, int pos0, const int* pos_dev);
+    void qkv_q8(const DevLayer& L, int n_tokens);
+    void embed(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens);
     // Final norm of rows [first, first + n) of x into rows [0, n) of h.
     void final_norm(int first, int n);
     // Logits of rows [first, first + n) of h (n <= LOGIT_ROWS) into logits_dev_.
     void logits_rows(int first, int n);
+    // The 8-bit-activation (dp4a GEMV) path serves batches of up to GEMV_MAX_TOKENS tokens.
+    bool q8_path(int n_tokens) const { return use_q8_ && n_tokens <= cuda::GEMV_MAX_TOKENS; }
+    bool graph_usable() const;
+    // One decode step (token at pos, logits into logits_dev_) by graph replay; false if the
+    // graph could not be captured (then graphs stay off).
+    bool decode_graph(int32_t token, int pos);
+    void release_graph();
 
     ModelConfig c_;
     int device_ = 0;
@@ -142,7 +156,16 @@ private:
     float* attn_work_ = nullptr;
     int32_t* tokens_dev_ = nullptr;
     int32_t* argmax_dev_ = nullptr;
+    void* xq_ = nullptr;  // 8-bit activations, act_q8 layout, up to GEMV_MAX_TOKENS rows
+    bool use_q8_ = false;  // every matrix has a dp4a GEMV
     int64_t scratch_bytes_ = 0;
+
+    // CUDA-graph replay of the single-token decode step: token and position live in step_dev_
+    // (copied from the pinned step_host_ by the graph's first node).
+    int32_t* step_dev_ = nullptr;
+    int32_t* step_host_ = nullptr;
+    cudaGraphExec_t graph_exec_ = nullptr;
+    bool graph_failed_ = false;
 
     ActivationTap tap_ = nullptr;
     void* tap_ctx_ = nullptr;
@@ -167,8 +190,12 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         }
     };
     check_matmul(weights.output);
+    use_q8_ = cuda::gemv_q8_type_supported(weights.output.type);
     for (const LayerWeights& L : weights.layers) {
-        for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) check_matmul(*w);
+        for (const WeightTensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+            check_matmul(*w);
+            use_q8_ = use_q8_ && cuda::gemv_q8_type_supported(w->type);
+        }
     }
 
     mapped_ = placement == WeightPlacement::Mapped || (placement == WeightPlacement::Auto && prop_.integrated);
@@ -311,13 +338,20 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
                                        [](const DevLayer& l) { return l.w_gate.type != l.w_up.type; });
     if (mixed_ffn) u_ = fbuf(B * c_.n_ff);
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
-    max_split_ = std::max(1, (n_ctx + cuda::ATTN_SPLIT_KEYS - 1) / cuda::ATTN_SPLIT_KEYS);
+    release_graph();  // it points into the buffers being replaced
+    max_split_ = std::min(cuda::ATTN_MAX_SPLIT,
+                          std::max(1, (n_ctx + cuda::ATTN_MIN_SPLIT_KEYS - 1) / cuda::ATTN_MIN_SPLIT_KEYS));
     attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
                                                   max_split_));
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
     argmax_dev_ = static_cast<int32_t*>(alloc(sizeof(int32_t)));
+    step_dev_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
+    if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, 2 * sizeof(int32_t)));
+    const int64_t widest = std::max({c_.n_embd, c_.q_dim(), c_.n_ff});
+    const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) : 0;
+    if (use_q8_) xq_ = alloc(xq_bytes);
     if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
-    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + sizeof(int32_t));
+    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + xq_bytes);
 }
 
 void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width) {
@@ -332,10 +366,10 @@ void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_toke
     tap_(tap_ctx_, buf, tap_buf_.data(), n_tokens, width);
 }
 
-void CudaBackend::embed(const int32_t* tokens, int n_tokens) {
+void CudaBackend::embed(const int32_t* tokens, const int32_t* tokens_dev, int n_tokens) {
     const int64_t E = c_.n_embd;
     if (embd_host_.empty()) {
-        cuda::launch_embed(token_embd_.type, token_embd_.data, token_embd_.rows, E, tokens_dev_, n_tokens, x_, stream_);
+        cuda::launch_embed(token_embd_.type, token_embd_.data, token_embd_.rows, E, tokens_dev, n_tokens, x_, stream_);
         return;
     }
     // Host fallback for a type without an embedding kernel: dequantize the rows on the host.
@@ -349,73 +383,125 @@ void CudaBackend::embed(const int32_t* tokens, int n_tokens) {
     JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // embd_host_ is reused by the next call
 }
 
-void CudaBackend::run_layers(const int32_t* tokens, int n_tokens, int pos0) {
+void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, int n_tokens, int pos0,
+                             const int* pos_dev) {
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
-    JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
-    for (int t = 0; t < n_tokens; ++t) JLLM_ASSERT(tokens[t] >= 0 && tokens[t] < token_embd_.rows);
-    JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
-                                    cudaMemcpyHostToDevice, stream_));
+    embed(tokens, tokens_dev, n_tokens);
+    tap("embd", -1, x_, n_tokens, c_.n_embd);
+    for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) layer(il, n_tokens, pos0, pos_dev);
+}
+
+void CudaBackend::qkv_q8(const DevLayer& L, int n) {
+    // Consecutive projections of one type share a launch (all three in Q4_K_M's Q4_K layers).
+    const DevWeight* ws[3] = {&L.wq, &L.wk, &L.wv};
+    float* ys[3] = {q_, k_, v_};
+    for (int i = 0; i < 3;) {
+        int j = i + 1;
+        while (j < 3 && ws[j]->type == ws[i]->type && ws[j]->cols == ws[i]->cols) ++j;
+        const void* w[3] = {};
+        int64_t rows[3] = {};
+        float* y[3] = {};
+        for (int k = i; k < j; ++k) {
+            w[k - i] = ws[k]->data;
+            rows[k - i] = ws[k]->rows;
+            y[k - i] = ys[k];
+        }
+        cuda::launch_gemv_q8_multi(ws[i]->type, j - i, w, rows, y, ws[i]->cols, xq_, n, stream_);
+        i = j;
+    }
+}
+
+void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
     const int64_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
-    embed(tokens, n_tokens);
-    tap("embd", -1, x_, n_tokens, E);
-    for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) {
-        const DevLayer& L = layers_[static_cast<size_t>(il)];
-        DevKv& kv = kv_[static_cast<size_t>(il)];
+    const DevLayer& L = layers_[static_cast<size_t>(il)];
+    DevKv& kv = kv_[static_cast<size_t>(il)];
+    const bool q8 = q8_path(n_tokens);
+    float* h_tap = tap_ ? h_ : nullptr;  // the q8 path writes fp32 norms only for the tap
+    if (q8) {
+        cuda::launch_rmsnorm_q8(x_, L.attn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
+        qkv_q8(L, n_tokens);
+    } else {
         cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
         matmul(L.wq, h_, n_tokens, q_, MatOut::Store);
         matmul(L.wk, h_, n_tokens, k_, MatOut::Store);
         matmul(L.wv, h_, n_tokens, v_, MatOut::Store);
+    }
 
-        cuda::QkvPostParams qp;
-        qp.q = q_;
-        qp.k = k_;
-        qp.v = v_;
-        qp.bq = L.bq.f32();
-        qp.bk = L.bk.f32();
-        qp.bv = L.bv.f32();
-        qp.q_norm = L.q_norm.f32();
-        qp.k_norm = L.k_norm.f32();
-        qp.inv_freq = inv_freq_;
-        qp.n_rot = static_cast<int>(c_.n_rot);
-        qp.neox = c_.recipe->rope_style == RopeStyle::NeoX;
-        qp.n_tok = n_tokens;
-        qp.pos0 = pos0;
-        qp.n_head = static_cast<int>(c_.n_head);
-        qp.n_head_kv = static_cast<int>(c_.n_head_kv);
-        qp.head_dim = static_cast<int>(c_.head_dim);
-        qp.eps = c_.rms_eps;
-        qp.kv_type = kv_type_;
-        qp.k_cache = kv.k;
-        qp.v_cache = kv.v;
-        qp.k_scale = kv.k_scale;
-        qp.v_scale = kv.v_scale;
-        cuda::launch_qkv_post(qp, stream_);
-        tap("q", il, q_, n_tokens, Q);
-        tap("k", il, k_, n_tokens, KV);
-        tap("v", il, v_, n_tokens, KV);
+    cuda::QkvPostParams qp;
+    qp.q = q_;
+    qp.k = k_;
+    qp.v = v_;
+    qp.bq = L.bq.f32();
+    qp.bk = L.bk.f32();
+    qp.bv = L.bv.f32();
+    qp.q_norm = L.q_norm.f32();
+    qp.k_norm = L.k_norm.f32();
+    qp.inv_freq = inv_freq_;
+    qp.n_rot = static_cast<int>(c_.n_rot);
+    qp.neox = c_.recipe->rope_style == RopeStyle::NeoX;
+    qp.n_tok = n_tokens;
+    qp.pos0 = pos0;
+    qp.pos_dev = pos_dev;
+    qp.n_head = static_cast<int>(c_.n_head);
+    qp.n_head_kv = static_cast<int>(c_.n_head_kv);
+    qp.head_dim = static_cast<int>(c_.head_dim);
+    qp.eps = c_.rms_eps;
+    qp.kv_type = kv_type_;
+    qp.k_cache = kv.k;
+    qp.v_cache = kv.v;
+    qp.k_scale = kv.k_scale;
+    qp.v_scale = kv.v_scale;
+    cuda::launch_qkv_post(qp, stream_);
+    tap("q", il, q_, n_tokens, Q);
+    tap("k", il, k_, n_tokens, KV);
+    tap("v", il, v_, n_tokens, KV);
 
-        cuda::AttentionParams ap;
-        ap.q = q_;
-        ap.out = att_;
-        ap.k_cache = kv.k;
-        ap.v_cache = kv.v;
-        ap.k_scale = kv.k_scale;
-        ap.v_scale = kv.v_scale;
-        ap.kv_type = kv_type_;
-        ap.n_tok = n_tokens;
-        ap.pos0 = pos0;
-        ap.n_head = qp.n_head;
-        ap.n_head_kv = qp.n_head_kv;
-        ap.head_dim = qp.head_dim;
-        ap.work = attn_work_;
-        ap.max_split = max_split_;
-        cuda::launch_attention(ap, stream_);
-        tap("attn", il, att_, n_tokens, Q);
+    cuda::AttentionParams ap;
+    ap.q = q_;
+    ap.out = att_;
+    ap.k_cache = kv.k;
+    ap.v_cache = kv.v;
+    ap.k_scale = kv.k_scale;
+    ap.v_scale = kv.v_scale;
+    ap.kv_type = kv_type_;
+    ap.n_tok = n_tokens;
+    ap.pos0 = pos0;
+    ap.pos_dev = pos_dev;
+    ap.n_head = qp.n_head;
+    ap.n_head_kv = qp.n_head_kv;
+    ap.head_dim = qp.head_dim;
+    ap.work = attn_work_;
+    ap.max_split = max_split_;
+    ap.out_q8 = q8 ? xq_ : nullptr;
+    cuda::launch_attention(ap, stream_);
+    tap("attn", il, att_, n_tokens, Q);
 
+    if (q8) {
+        cuda::launch_gemv_q8(L.wo.type, L.wo.data, nullptr, L.wo.rows, L.wo.cols, xq_, n_tokens, x_, MatOut::Add,
+                             stream_);
+    } else {
         matmul(L.wo, att_, n_tokens, x_, MatOut::Add);
-        tap("attn_res", il, x_, n_tokens, E);
+    }
+    tap("attn_res", il, x_, n_tokens, E);
+    const bool fused_ffn = L.w_gate.type == L.w_up.type;
+    if (q8) {
+        cuda::launch_rmsnorm_q8(x_, L.ffn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
+        if (fused_ffn) {
+            cuda::launch_gemv_q8(L.w_gate.type, L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n_tokens, g_,
+                                 MatOut::SwiGLU, stream_);
+        } else {
+            cuda::launch_gemv_q8(L.w_gate.type, L.w_gate.data, nullptr, L.w_gate.rows, E, xq_, n_tokens, g_,
+                                 MatOut::Store, stream_);
+            cuda::launch_gemv_q8(L.w_up.type, L.w_up.data, nullptr, L.w_up.rows, E, xq_, n_tokens, u_, MatOut::Store,
+                                 stream_);
+            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
+        }
+        cuda::launch_quantize_act(g_, n_tokens, c_.n_ff, xq_, stream_);
+        cuda::launch_gemv_q8(L.w_down.type, L.w_down.data, nullptr, L.w_down.rows, L.w_down.cols, xq_, n_tokens, x_,
+                             MatOut::Add, stream_);
+    } else {
         cuda::launch_rmsnorm(x_, L.ffn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
-        if (L.w_gate.type == L.w_up.type) {
+        if (fused_ffn) {
             matmul(L.w_gate, h_, n_tokens, g_, MatOut::SwiGLU, &L.w_up);
         } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
             matmul(L.w_gate, h_, n_tokens, g_, MatOut::Store);
@@ -423,25 +509,94 @@ void CudaBackend::run_layers(const int32_t* tokens, int n_tokens, int pos0) {
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
         }
         matmul(L.w_down, g_, n_tokens, x_, MatOut::Add);
-        tap("out", il, x_, n_tokens, E);
     }
+    tap("out", il, x_, n_tokens, E);
 }
 
 void CudaBackend::final_norm(int first, int n) {
     const int64_t E = c_.n_embd;
-    cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, n, E, c_.rms_eps, stream_);
+    if (q8_path(n)) {
+        cuda::launch_rmsnorm_q8(x_ + first * E, output_norm_.f32(), tap_ ? h_ : nullptr, xq_, n, E, c_.rms_eps,
+                                stream_);
+    } else {
+        cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, n, E, c_.rms_eps, stream_);
+    }
     tap("final_norm", -1, h_, n, E);
 }
 
 void CudaBackend::logits_rows(int first, int n) {
     JLLM_ASSERT(n >= 1 && n <= LOGIT_ROWS);
-    matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
+    if (first == 0 && q8_path(n)) {  // final_norm(.., n) left these rows in xq_
+        cuda::launch_gemv_q8(output_.type, output_.data, nullptr, output_.rows, output_.cols, xq_, n, logits_dev_,
+                             MatOut::Store, stream_);
+    } else {
+        matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
+    }
+}
+
+bool CudaBackend::graph_usable() const {
+    static const bool env_off = [] {
+        const char* v = std::getenv("JLLM_CUDA_GRAPH");
+        return v != nullptr && std::strcmp(v, "0") == 0;
+    }();
+    return use_q8_ && embd_host_.empty() && !tap_ && !graph_failed_ && !env_off && !cuda::sync_check_enabled();
+}
+
+void CudaBackend::release_graph() {
+    if (graph_exec_) (void)cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+}
+
+bool CudaBackend::decode_graph(int32_t token, int pos) {
+    if (!graph_exec_) {
+        cudaGraph_t graph = nullptr;
+        JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        try {
+            JLLM_CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+            run_layers(nullptr, step_dev_, 1, 0, step_dev_ + 1);
+            final_norm(0, 1);
+            logits_rows(0, 1);
+        } catch (const std::exception& e) {
+            (void)cudaStreamEndCapture(stream_, &graph);
+            if (graph) (void)cudaGraphDestroy(graph);
+            (void)cudaGetLastError();
+            log_msg(LogLevel::Warn, "cuda: decode graph capture failed (%s); running without graphs", e.what());
+            graph_failed_ = true;
+            return false;
+        }
+        JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+        const cudaError_t e = cudaGraphInstantiate(&graph_exec_, graph, 0);
+        (void)cudaGraphDestroy(graph);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            graph_exec_ = nullptr;
+            log_msg(LogLevel::Warn, "cuda: decode graph instantiation failed (%s); running without graphs",
+                    cudaGetErrorName(e));
+            graph_failed_ = true;
+            return false;
+        }
+    }
+    // The previous step has completed (forward() synchronizes), so the pinned words are free.
+    step_host_[0] = token;
+    step_host_[1] = pos;
+    JLLM_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
+    return true;
 }
 
 void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
-    run_layers(tokens, n_tokens, pos0);
+    JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
+    JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
+    for (int t = 0; t < n_tokens; ++t) JLLM_ASSERT(tokens[t] >= 0 && tokens[t] < token_embd_.rows);
     const int64_t V = c_.n_vocab;
+    if (n_tokens == 1 && mode != LogitsMode::None && graph_usable() && decode_graph(tokens[0], pos0)) {
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return;
+    }
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr);
     if (mode == LogitsMode::Last) {
         final_norm(n_tokens - 1, 1);
         logits_rows(0, 1);
@@ -460,9 +615,14 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
 
 int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
-    run_layers(&token, 1, pos);
-    final_norm(0, 1);
-    logits_rows(0, 1);
+    JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
+    JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
+    if (!(graph_usable() && decode_graph(token, pos))) {
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
+        run_layers(&token, tokens_dev_, 1, pos, nullptr);
+        final_norm(0, 1);
+        logits_rows(0, 1);
+    }
     cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_dev_, stream_);
     int32_t id = 0;
     JLLM_CUDA_CHECK(cudaMemcpyAsync(&id, argmax_dev_, sizeof id, cudaMemcpyDeviceToHost, stream_));

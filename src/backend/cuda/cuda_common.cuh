@@ -376,6 +376,284 @@ bool dispatch_type(GgmlType t, F&& f) {
     }
 }
 
+// ---------------------------------------------------------------- 8-bit activations
+// Layout (cuda_ops.h act_q8): int8 q [n_tok][cols], then at the next 16-byte boundary one
+// float4 (d, d * sum(q[0..15]), d * sum(q[16..31]), 0) per 32-value block.
+__host__ __device__ __forceinline__ size_t act_q8_scales_at(int n_tok, int64_t cols) {
+    return (static_cast<size_t>(n_tok) * static_cast<size_t>(cols) + 15) & ~static_cast<size_t>(15);
+}
+
+#ifdef __CUDACC__
+// The warp quantizes one block: lane l holds value l; writes q[0..31] and the block's float4.
+__device__ __forceinline__ void quantize_block_warp(float v, int lane, int8_t* q, float4* s) {
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v * id))));
+    q[lane] = static_cast<int8_t>(qi);
+    int sh = qi;  // sums within each half-warp
+    JLLM_UNROLL
+    for (int o = 8; o > 0; o >>= 1) sh += __shfl_xor_sync(0xffffffffu, sh, o);
+    const int s_hi = __shfl_sync(0xffffffffu, sh, 16);
+    if (lane == 0) *s = make_float4(d, d * static_cast<float>(sh), d * static_cast<float>(s_hi), 0.0f);
+}
+#endif
+
+// ---------------------------------------------------------------- int8 chunk decoders
+// For the dp4a GEMV (activations quantized to 8 bits, q8 blocks of 32): chunk c of a row as 32
+// small integers q (packed four per int32, element 4k + i in byte i of q[k]) and, per half
+// h (elements 16h..16h+15), a scale a[h] and an offset b[h] with  w = a[h] * q + b[h]  equal to
+// ChunkDequant's value. Every quantized type's integers fit int8.
+
+__host__ __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
+#else
+    return *reinterpret_cast<const uint16_t*>(p);
+#endif
+}
+__host__ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+    return __ldg(reinterpret_cast<const unsigned int*>(p));
+#else
+    return *reinterpret_cast<const uint32_t*>(p);
+#endif
+}
+// Four bytes from a 2-byte aligned address.
+__host__ __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
+
+// Per-byte v - k for bytes v <= 127 and v + (128 - k) <= 255 (no carry between bytes).
+template <int K>
+__host__ __device__ __forceinline__ uint32_t bytes_minus(uint32_t v) {
+    return (v + static_cast<uint32_t>(128 - K) * 0x01010101u) ^ 0x80808080u;
+}
+
+// Bits 0..3 of `nib` to bit 4 of bytes 0..3.
+__host__ __device__ __forceinline__ uint32_t spread4_bit4(uint32_t nib) {
+    return ((nib & 1u) | ((nib & 2u) << 7) | ((nib & 4u) << 14) | ((nib & 8u) << 21)) << 4;
+}
+
+__host__ __device__ __forceinline__ int dp4a_i8(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
+#else
+    for (int i = 0; i < 4; ++i) {
+        c += static_cast<int>(static_cast<int8_t>(a >> (8 * i))) * static_cast<int>(static_cast<int8_t>(b >> (8 * i)));
+    }
+    return c;
+#endif
+}
+
+template <GgmlType T>
+struct ChunkQ8;  // defined for the quantized types only
+
+template <>
+struct ChunkQ8<GgmlType::Q4_0> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const uint8_t* blk = row + c * sizeof(BlockQ4_0);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(ld_u16(blk)));
+        b[0] = b[1] = 0.0f;
+        JLLM_UNROLL
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t w = ld_u32_a2(blk + 2 + 4 * k);
+            q[k] = bytes_minus<8>(w & 0x0F0F0F0Fu);
+            q[4 + k] = bytes_minus<8>((w >> 4) & 0x0F0F0F0Fu);
+        }
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q4_1> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const uint8_t* blk = row + c * sizeof(BlockQ4_1);
+        const uint32_t dm = ld_u32(blk);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(dm & 0xFFFFu));
+        b[0] = b[1] = fp16_to_f32(static_cast<uint16_t>(dm >> 16));
+        JLLM_UNROLL
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t w = ld_u32(blk + 4 + 4 * k);
+            q[k] = w & 0x0F0F0F0Fu;
+            q[4 + k] = (w >> 4) & 0x0F0F0F0Fu;
+        }
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q5_0> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const uint8_t* blk = row + c * sizeof(BlockQ5_0);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(ld_u16(blk)));
+        b[0] = b[1] = 0.0f;
+        const uint32_t qh = ld_u32_a2(blk + 2);
+        JLLM_UNROLL
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t w = ld_u32_a2(blk + 6 + 4 * k);
+            q[k] = bytes_minus<16>((w & 0x0F0F0F0Fu) | spread4_bit4((qh >> (4 * k)) & 0xFu));
+            q[4 + k] = bytes_minus<16>(((w >> 4) & 0x0F0F0F0Fu) | spread4_bit4((qh >> (16 + 4 * k)) & 0xFu));
+        }
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q5_1> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const uint8_t* blk = row + c * sizeof(BlockQ5_1);
+        const uint32_t dm = ld_u32(blk);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(dm & 0xFFFFu));
+        b[0] = b[1] = fp16_to_f32(static_cast<uint16_t>(dm >> 16));
+        const uint32_t qh = ld_u32(blk + 4);
+        JLLM_UNROLL
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t w = ld_u32(blk + 8 + 4 * k);
+            q[k] = (w & 0x0F0F0F0Fu) | spread4_bit4((qh >> (4 * k)) & 0xFu);
+            q[4 + k] = ((w >> 4) & 0x0F0F0F0Fu) | spread4_bit4((qh >> (16 + 4 * k)) & 0xFu);
+        }
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q8_0> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const uint8_t* blk = row + c * sizeof(BlockQ8_0);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(ld_u16(blk)));
+        b[0] = b[1] = 0.0f;
+        JLLM_UNROLL
+        for (int k = 0; k < 8; ++k) q[k] = ld_u32_a2(blk + 2 + 4 * k);
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q2_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const BlockQ2_K* blk = reinterpret_cast<const BlockQ2_K*>(row) + c / 8;
+        const int j = static_cast<int>(c % 8);
+        const uint32_t dd = ld_u32(reinterpret_cast<const uint8_t*>(&blk->d));
+        const float d = fp16_to_f32(static_cast<uint16_t>(dd & 0xFFFFu)), dmin = fp16_to_f32(static_cast<uint16_t>(dd >> 16));
+        const uint8_t* qs = blk->qs + (j / 4) * 32;
+        const int shift = 2 * (j % 4);
+        JLLM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+            const int s = blk->scales[2 * j + h];
+            a[h] = d * static_cast<float>(s & 0xF);
+            b[h] = -(dmin * static_cast<float>(s >> 4));
+            JLLM_UNROLL
+            for (int i = 0; i < 4; ++i) q[4 * h + i] = (ld_u32(qs + 16 * h + 4 * i) >> shift) & 0x03030303u;
+        }
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q3_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const BlockQ3_K* blk = reinterpret_cast<const BlockQ3_K*>(row) + c / 8;
+        const int j = static_cast<int>(c % 8);
+        const float d = fp16_to_f32(static_cast<uint16_t>(ld_u16(reinterpret_cast<const uint8_t*>(&blk->d))));
+        const uint8_t* qs = blk->qs + (j / 4) * 32;
+        const int shift = 2 * (j % 4);
+        JLLM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+            a[h] = d * static_cast<float>(q3k_scale_dev(blk->scales, 2 * j + h));
+            b[h] = 0.0f;
+            JLLM_UNROLL
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t lo = (ld_u32_a2(qs + 16 * h + 4 * i) >> shift) & 0x03030303u;
+                const uint32_t hi = (ld_u32_a2(blk->hmask + 16 * h + 4 * i) >> j) & 0x01010101u;
+                q[4 * h + i] = bytes_minus<4>(lo | (hi << 2));
+            }
+        }
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q4_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(row) + c / 8;
+        const int j = static_cast<int>(c % 8);
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(blk);
+        const uint4 hdr = ld16(p);  // d, dmin, scales[12]
+        uint8_t sc8[12];
+        JLLM_UNROLL
+        for (int i = 0; i < 12; ++i) sc8[i] = byte_of(hdr, 4 + i);
+        uint8_t sc, mn;
+        get_scale_min_k4(j, sc8, &sc, &mn);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(hdr.x & 0xFFFFu)) * static_cast<float>(sc);
+        b[0] = b[1] = -(fp16_to_f32(static_cast<uint16_t>(hdr.x >> 16)) * static_cast<float>(mn));
+        const uint8_t* qs = blk->qs + (j / 2) * 32;
+        const int shift = 4 * (j % 2);
+        const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
+        const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        JLLM_UNROLL
+        for (int k = 0; k < 8; ++k) q[k] = (w[k] >> shift) & 0x0F0F0F0Fu;
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q5_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row) + c / 8;
+        const int j = static_cast<int>(c % 8);
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(blk);
+        const uint4 hdr = ld16(p);
+        uint8_t sc8[12];
+        JLLM_UNROLL
+        for (int i = 0; i < 12; ++i) sc8[i] = byte_of(hdr, 4 + i);
+        uint8_t sc, mn;
+        get_scale_min_k4(j, sc8, &sc, &mn);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(hdr.x & 0xFFFFu)) * static_cast<float>(sc);
+        b[0] = b[1] = -(fp16_to_f32(static_cast<uint16_t>(hdr.x >> 16)) * static_cast<float>(mn));
+        const uint8_t* qs = blk->qs + (j / 2) * 32;
+        const int shift = 4 * (j % 2);
+        const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
+        const uint4 h0 = ld16(blk->qh), h1 = ld16(blk->qh + 16);
+        const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        JLLM_UNROLL
+        for (int k = 0; k < 8; ++k) q[k] = ((w[k] >> shift) & 0x0F0F0F0Fu) | (((hw[k] >> j) & 0x01010101u) << 4);
+    }
+};
+
+template <>
+struct ChunkQ8<GgmlType::Q6_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, uint32_t* q, float* a, float* b) {
+        const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row) + c / 8;
+        const int j = static_cast<int>(c % 8);
+        const float d = fp16_to_f32(static_cast<uint16_t>(ld_u16(reinterpret_cast<const uint8_t*>(&blk->d))));
+        const uint8_t* ql = blk->ql + (j / 4) * 64 + (j % 2) * 32;
+        const int lshift = 4 * ((j % 4) / 2);
+        const uint8_t* qh = blk->qh + (j / 4) * 32;
+        const int hshift = 2 * (j % 4);
+        JLLM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+            a[h] = d * static_cast<float>(blk->scales[2 * j + h]);
+            b[h] = 0.0f;
+        }
+        JLLM_UNROLL
+        for (int k = 0; k < 8; ++k) {
+            const uint32_t lo = (ld_u32_a2(ql + 4 * k) >> lshift) & 0x0F0F0F0Fu;
+            const uint32_t hi = ((ld_u32_a2(qh + 4 * k) >> hshift) & 0x03030303u) << 4;
+            q[k] = bytes_minus<32>(lo | hi);
+        }
+    }
+};
+
+// Calls f(tag) for the types with an int8 chunk decoder; returns false for the others.
+template <typename F>
+bool dispatch_q8_type(GgmlType t, F&& f) {
+    switch (t) {
+        case GgmlType::Q4_0: f(TypeTag<GgmlType::Q4_0>{}); return true;
+        case GgmlType::Q4_1: f(TypeTag<GgmlType::Q4_1>{}); return true;
+        case GgmlType::Q5_0: f(TypeTag<GgmlType::Q5_0>{}); return true;
+        case GgmlType::Q5_1: f(TypeTag<GgmlType::Q5_1>{}); return true;
+        case GgmlType::Q8_0: f(TypeTag<GgmlType::Q8_0>{}); return true;
+        case GgmlType::Q2_K: f(TypeTag<GgmlType::Q2_K>{}); return true;
+        case GgmlType::Q3_K: f(TypeTag<GgmlType::Q3_K>{}); return true;
+        case GgmlType::Q4_K: f(TypeTag<GgmlType::Q4_K>{}); return true;
+        case GgmlType::Q5_K: f(TypeTag<GgmlType::Q5_K>{}); return true;
+        case GgmlType::Q6_K: f(TypeTag<GgmlType::Q6_K>{}); return true;
+        default: return false;
+    }
+}
+
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace cuda

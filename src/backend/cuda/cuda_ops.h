@@ -55,6 +55,37 @@ void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, i
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
 
+// ---- 8-bit activations: the input of the dp4a GEMV ----
+// `n_tok` rows of `cols` (a multiple of 32) values in blocks of 32, in one buffer: int8 q
+// [n_tok][cols], then (at the next 16-byte boundary, act_q8_scale_offset) one float4 per block
+// [n_tok][cols / 32] = (d, d * sum(q[0..15]), d * sum(q[16..31]), 0), where d = amax / 127 of
+// the block (fp32), q = round-half-even(x * (1 / d)) clamped to +-127 (all zero when amax = 0).
+size_t act_q8_scale_offset(int n_tok, int64_t cols);
+size_t act_q8_bytes(int n_tok, int64_t cols);
+void launch_quantize_act(const float* x, int n_tok, int64_t cols, void* xq, void* stream);
+void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq);  // host buffer of act_q8_bytes
+// RMSNorm whose output (also written to y as fp32 when y is not null) is quantized into xq.
+void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n_rows, int64_t n, float eps,
+                       void* stream);
+
+// ---- decode GEMV on 8-bit activations (dp4a): the quantized weight types ----
+// y[n_tok][rows] (= / += / SwiGLU as MatOut) from W [rows][cols] and xq (act_q8 layout, n_tok
+// rows of cols). Weights are decoded per 32-element chunk to small integers with a scale and an
+// offset per 16 (w = a * q + b, the dequantized value), so y = sum a * d * (q . xq) + b * d * sum(xq).
+bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K
+void launch_gemv_q8(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
+                    int n_tok, float* y, MatOut out, void* stream);
+// Up to GEMV_Q8_MAX_SEG matrices of one type and width sharing the input (Q, K, V) in one
+// launch: y_i = W_i x (Store).
+constexpr int GEMV_Q8_MAX_SEG = 3;
+void launch_gemv_q8_multi(GgmlType type, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
+                          int64_t cols, const void* xq, int n_tok, void* stream);
+// Twin: dequantized weights (quant_ref) times the dequantized activations (d * q), fp64 sums.
+void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
+                 int n_tok, float* y, MatOut out);
+// The kernels' int8 chunk decoder run on the host (tests): q[32] as integers, a[2], b[2].
+void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b);
+
 // ---- SwiGLU when gate and up differ in type: y[i] = silu(g[i]) * u[i]; y may alias g ----
 void launch_swiglu(const float* g, const float* u, float* y, int64_t n, void* stream);
 void swiglu_ref(const float* g, const float* u, float* y, int64_t n);
@@ -88,6 +119,7 @@ struct QkvPostParams {
     int n_head = 0, n_head_kv = 0, head_dim = 0;  // head_dim <= 256, even
     float eps = 1e-6f;
     KvType kv_type = KvType::Int8;
+    const int* pos_dev = nullptr;  // if set, pos0 is read from device memory (graph replay)
     // Layer cache, [n_ctx][n_head_kv][head_dim] int8 (or fp16); scales [n_ctx][n_head_kv] fp16
     // (INT8 only): d = amax/127 rounded to fp16, q = round-half-even(x/d) clamped to +-127.
     void* k_cache = nullptr;
@@ -112,12 +144,20 @@ struct AttentionParams {
     KvType kv_type = KvType::Int8;
     int n_tok = 0, pos0 = 0;
     int n_head = 0, n_head_kv = 0, head_dim = 0;
-    // Decode split over the KV length: the partial results go to `work`
+    // Decode (n_tok = 1) split over the KV length: the partial results go to `work`
     // ([n_tok][n_head][max_split][head_dim + 2] floats), then a combine kernel merges them.
+    // Keys per split: max(ATTN_MIN_SPLIT_KEYS, the KV length / max_split rounded up to 32).
     float* work = nullptr;
     int max_split = 0;  // 0 or 1: no split
+    // Graph mode: pos0 is read from device memory at run time (CUDA-graph replay of a decode
+    // step); the grid is then sized for max_split and unused splits exit at once.
+    const int* pos_dev = nullptr;
+    // Also write `out` as 8-bit activations (act_q8 layout, n_tok rows of n_head * head_dim)
+    // when this is not null (by the combine kernel with a split, else by launch_quantize_act).
+    void* out_q8 = nullptr;
 };
-constexpr int ATTN_SPLIT_KEYS = 256;  // keys per split (decode)
+constexpr int ATTN_MIN_SPLIT_KEYS = 64;
+constexpr int ATTN_MAX_SPLIT = 32;
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers

@@ -37,6 +37,39 @@ void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int6
     }
 }
 
+void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq) {
+    int8_t* q = static_cast<int8_t*>(xq);
+    float* sc = reinterpret_cast<float*>(static_cast<uint8_t*>(xq) + act_q8_scale_offset(n_tok, cols));
+    const int64_t nb = static_cast<int64_t>(n_tok) * (cols / 32);
+    for (int64_t b = 0; b < nb; ++b) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+        const float d = amax / 127.0f;
+        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        int sum[2] = {0, 0};
+        for (int i = 0; i < 32; ++i) {
+            const float v = std::nearbyint(x[b * 32 + i] * id);
+            const int qi = static_cast<int>(std::max(-127.0f, std::min(127.0f, v)));
+            q[b * 32 + i] = static_cast<int8_t>(qi);
+            sum[i / 16] += qi;
+        }
+        sc[4 * b] = d;
+        sc[4 * b + 1] = d * static_cast<float>(sum[0]);
+        sc[4 * b + 2] = d * static_cast<float>(sum[1]);
+        sc[4 * b + 3] = 0.0f;
+    }
+}
+
+void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
+                 int n_tok, float* y, MatOut out) {
+    // The activations as the kernel sees them: d * q.
+    const int8_t* q = static_cast<const int8_t*>(xq);
+    const float* sc = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xq) + act_q8_scale_offset(n_tok, cols));
+    std::vector<float> x(static_cast<size_t>(n_tok) * cols);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = sc[4 * (i / 32)] * static_cast<float>(q[i]);
+    matmul_ref(type, w, w2, rows, cols, x.data(), n_tok, y, out);
+}
+
 void swiglu_ref(const float* g, const float* u, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }

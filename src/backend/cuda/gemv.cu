@@ -100,6 +100,107 @@ __global__ void kernel_embed(const uint8_t* __restrict__ table, int64_t n_vocab,
     }
 }
 
+
+// ---------------------------------------------------------------- 8-bit activations
+
+// x: [n_rows][cols] -> xq (act_q8 layout). One warp per 32-value block.
+constexpr int QUANT_WARPS = 8;
+__global__ void __launch_bounds__(QUANT_WARPS * WARP)
+    kernel_quantize_act(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ q, float4* __restrict__ s) {
+    const int lane = threadIdx.x % WARP;
+    const int64_t blk = static_cast<int64_t>(blockIdx.x) * QUANT_WARPS + threadIdx.x / WARP;
+    if (blk >= n_blocks) return;
+    quantize_block_warp(x[blk * 32 + lane], lane, q + blk * 32, s + blk);
+}
+
+// ---------------------------------------------------------------- dp4a GEMV
+// One warp per weight row (rows of up to GEMV_Q8_MAX_SEG matrices laid end to end), lane l
+// takes chunks l, l + 32, ...; per chunk the weight is decoded to 32 integers (ChunkQ8) and
+// dotted with each token's 32 activation bytes by eight dp4a, then scaled:
+//   acc += a0 * d * dot(q[0..15]) + a1 * d * dot(q[16..31]) + b0 * s0 + b1 * s1.
+constexpr int GEMV_Q8_WARPS = 4;
+
+struct GemvQ8Args {
+    const uint8_t* w[GEMV_Q8_MAX_SEG];
+    float* y[GEMV_Q8_MAX_SEG];
+    int64_t row_end[GEMV_Q8_MAX_SEG];  // cumulative
+    const uint8_t* w2;                 // SwiGLU up projection (one segment)
+    int64_t cols;
+    size_t row_bytes;
+    const int8_t* xq;
+    const float4* xs;
+    int out_mode;
+};
+
+template <GgmlType T, int NT>
+__device__ __forceinline__ void gemv_q8_chunk(const uint8_t* wr, int64_t c, const GemvQ8Args& a, int64_t n_chunks,
+                                              float* acc) {
+    uint32_t q[8];
+    float sa[2], sb[2];
+    ChunkQ8<T>::run(wr, c, q, sa, sb);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + c * 32);
+        const uint4 x0 = ld16(xp), x1 = ld16(xp + 16);
+        const float4 s = __ldg(a.xs + t * n_chunks + c);
+        const int d0 = dp4a_i8(q[3], x0.w, dp4a_i8(q[2], x0.z, dp4a_i8(q[1], x0.y, dp4a_i8(q[0], x0.x, 0))));
+        const int d1 = dp4a_i8(q[7], x1.w, dp4a_i8(q[6], x1.z, dp4a_i8(q[5], x1.y, dp4a_i8(q[4], x1.x, 0))));
+        acc[t] += (sa[0] * static_cast<float>(d0) + sa[1] * static_cast<float>(d1)) * s.x + sb[0] * s.y + sb[1] * s.z;
+    }
+}
+
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Args a) {
+    const int lane = threadIdx.x % WARP;
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * GEMV_Q8_WARPS + threadIdx.x / WARP;
+    int seg = 0;
+    if (r >= a.row_end[0]) seg = r < a.row_end[1] ? 1 : 2;
+    if (r >= a.row_end[seg]) return;
+    const int64_t lr = seg == 0 ? r : r - a.row_end[seg - 1];
+    const bool swiglu = a.out_mode == static_cast<int>(MatOut::SwiGLU);
+    const int64_t n_chunks = a.cols / 32;
+    const uint8_t* wr = a.w[seg] + lr * a.row_bytes;
+    float acc[NT], acc2[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = acc2[t] = 0.0f;
+    if (!swiglu) {
+#pragma unroll 2
+        for (int64_t c = lane; c < n_chunks; c += WARP) gemv_q8_chunk<T, NT>(wr, c, a, n_chunks, acc);
+    } else {
+        const uint8_t* wr2 = a.w2 + lr * a.row_bytes;
+        for (int64_t c = lane; c < n_chunks; c += WARP) {
+            gemv_q8_chunk<T, NT>(wr, c, a, n_chunks, acc);
+            gemv_q8_chunk<T, NT>(wr2, c, a, n_chunks, acc2);
+        }
+    }
+    float* y = a.y[seg];
+    const int64_t rows = seg == 0 ? a.row_end[0] : a.row_end[seg] - a.row_end[seg - 1];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        const float s = warp_sum(acc[t]);
+        const float s2 = swiglu ? warp_sum(acc2[t]) : 0.0f;
+        if (lane == 0) {
+            float* out = y + t * rows + lr;
+            if (a.out_mode == static_cast<int>(MatOut::Store)) *out = s;
+            else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += s;
+            else *out = silu_mul(s, s2);
+        }
+    }
+}
+
+template <GgmlType T>
+void launch_gemv_q8_args(const GemvQ8Args& a, int64_t total_rows, int n_tok, cudaStream_t st) {
+    const dim3 grid(static_cast<unsigned>((total_rows + GEMV_Q8_WARPS - 1) / GEMV_Q8_WARPS));
+    switch (n_tok) {
+        case 1: kernel_gemv_q8<T, 1><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
+        case 2: kernel_gemv_q8<T, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
+        case 3: kernel_gemv_q8<T, 3><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
+        default: kernel_gemv_q8<T, 4><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
+    }
+}
+
+static_assert(GEMV_MAX_TOKENS == 4, "kernel_gemv_q8 is instantiated for 1..4 tokens");
+
 }  // namespace
 
 bool matmul_type_supported(GgmlType type) {
@@ -113,6 +214,87 @@ void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out) {
         ChunkDequant<decltype(tag)::value>::run(static_cast<const uint8_t*>(row), c, out);
     });
     if (!ok) throw JllmError(std::string("cuda: no chunk dequantizer for type ") + type_name(type));
+}
+
+size_t act_q8_scale_offset(int n_tok, int64_t cols) { return act_q8_scales_at(n_tok, cols); }
+
+size_t act_q8_bytes(int n_tok, int64_t cols) {
+    return act_q8_scales_at(n_tok, cols) + static_cast<size_t>(n_tok) * static_cast<size_t>(cols / 32) * 16;
+}
+
+void launch_quantize_act(const float* x, int n_tok, int64_t cols, void* xq, void* stream) {
+    JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && cols >= 32);
+    const int64_t n_blocks = static_cast<int64_t>(n_tok) * (cols / 32);
+    int8_t* q = static_cast<int8_t*>(xq);
+    float4* sc = reinterpret_cast<float4*>(static_cast<uint8_t*>(xq) + act_q8_scales_at(n_tok, cols));
+    kernel_quantize_act<<<static_cast<unsigned>((n_blocks + QUANT_WARPS - 1) / QUANT_WARPS), QUANT_WARPS * WARP, 0,
+                          as_stream(stream)>>>(x, n_blocks, q, sc);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_quantize_act");
+}
+
+bool gemv_q8_type_supported(GgmlType type) {
+    return dispatch_q8_type(type, [](auto) {});
+}
+
+void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b) {
+    uint32_t packed[8];
+    const bool ok = dispatch_q8_type(type, [&](auto tag) {
+        ChunkQ8<decltype(tag)::value>::run(static_cast<const uint8_t*>(row), c, packed, a, b);
+    });
+    if (!ok) throw JllmError(std::string("cuda: no int8 chunk decoder for type ") + type_name(type));
+    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(packed[i / 4] >> (8 * (i % 4)));
+}
+
+namespace {
+
+void gemv_q8_dispatch(GgmlType type, const GemvQ8Args& a, int64_t total_rows, int n_tok, void* stream) {
+    const bool ok = dispatch_q8_type(type, [&](auto tag) {
+        launch_gemv_q8_args<decltype(tag)::value>(a, total_rows, n_tok, as_stream(stream));
+    });
+    if (!ok) throw JllmError(std::string("cuda: no dp4a GEMV for weight type ") + type_name(type));
+    JLLM_CUDA_LAUNCH_CHECK("kernel_gemv_q8");
+}
+
+GemvQ8Args gemv_q8_args(GgmlType type, int64_t cols, const void* xq, int n_tok, MatOut out) {
+    GemvQ8Args a{};
+    a.cols = cols;
+    a.row_bytes = row_size(type, cols);
+    a.xq = static_cast<const int8_t*>(xq);
+    a.xs = reinterpret_cast<const float4*>(static_cast<const uint8_t*>(xq) + act_q8_scales_at(n_tok, cols));
+    a.out_mode = static_cast<int>(out);
+    return a;
+}
+
+}  // namespace
+
+void launch_gemv_q8(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
+                    int n_tok, float* y, MatOut out, void* stream) {
+    JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0 && rows >= 1);
+    JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
+    GemvQ8Args a = gemv_q8_args(type, cols, xq, n_tok, out);
+    a.w[0] = static_cast<const uint8_t*>(w);
+    a.y[0] = y;
+    a.row_end[0] = a.row_end[1] = a.row_end[2] = rows;
+    a.w2 = static_cast<const uint8_t*>(w2);
+    gemv_q8_dispatch(type, a, rows, n_tok, stream);
+}
+
+void launch_gemv_q8_multi(GgmlType type, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
+                          int64_t cols, const void* xq, int n_tok, void* stream) {
+    JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMV_Q8_MAX_SEG);
+    JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0);
+    GemvQ8Args a = gemv_q8_args(type, cols, xq, n_tok, MatOut::Store);
+    int64_t end = 0;
+    for (int i = 0; i < GEMV_Q8_MAX_SEG; ++i) {
+        if (i < n_seg) {
+            JLLM_ASSERT(rows[i] >= 1);
+            end += rows[i];
+            a.w[i] = static_cast<const uint8_t*>(w[i]);
+            a.y[i] = y[i];
+        }
+        a.row_end[i] = end;
+    }
+    gemv_q8_dispatch(type, a, end, n_tok, stream);
 }
 
 void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,

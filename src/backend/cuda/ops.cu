@@ -91,7 +91,37 @@ __global__ void __launch_bounds__(NORM_THREADS)
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
 }
 
+// The same normalization, then each warp quantizes 32-value blocks into xq (act_q8 layout of
+// n_rows x n); y (fp32) is written too when not null.
+__global__ void __launch_bounds__(NORM_THREADS)
+    kernel_rmsnorm_q8(const float* x, const float* __restrict__ w, float* y, int8_t* __restrict__ q,
+                      float4* __restrict__ s, int64_t n, float eps) {
+    __shared__ float red[WARP];
+    const float* xr = x + blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int64_t nb = n / 32;
+    for (int64_t b = warp; b < nb; b += NORM_THREADS / WARP) {
+        const int64_t i = b * 32 + lane;
+        const float v = xr[i] * scale * w[i];
+        if (y) y[blockIdx.x * n + i] = v;
+        quantize_block_warp(v, lane, q + blockIdx.x * n + b * 32, s + blockIdx.x * nb + b);
+    }
+}
+
 }  // namespace
+
+void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n_rows, int64_t n, float eps,
+                       void* stream) {
+    JLLM_ASSERT(n_rows >= 1 && n >= 32 && n % 32 == 0);
+    int8_t* q = static_cast<int8_t*>(xq);
+    float4* sc = reinterpret_cast<float4*>(static_cast<uint8_t*>(xq) + act_q8_scales_at(n_rows, n));
+    kernel_rmsnorm_q8<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, q, sc, n, eps);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm_q8");
+}
 
 void launch_rmsnorm(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps, void* stream) {
     JLLM_ASSERT(n_rows >= 1 && n >= 1);
@@ -158,7 +188,7 @@ __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
         for (int i = lane; i < hd; i += WARP) buf[i] = buf[i] * scale * nw[i];
         __syncwarp();
     }
-    const int pos = p.pos0 + t;
+    const int pos = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
     if (kind != 2) {
         const int half = p.n_rot / 2;
         for (int i = lane; i < half; i += WARP) {

@@ -4,8 +4,9 @@
 // positions: a 40-token prefill (GEMM, prefill attention), a 3-token batch (multi-token GEMV),
 // then single-token decodes (GEMV, decode attention). Bounds (check_logits):
 //   - relative RMS error of the logits <= 2% over all positions, 3% at any one (quantized
-//     weights: the CPU quantizes activations to 8 bits for its dot products, the GPU multiplies
-//     in fp32); <= 1e-3 at every position with F16 weights (both sides multiply in float);
+//     weights: both sides quantize activations to 8 bits for their dot products, the CPU in
+//     blocks of 256 for k-quants, the GPU's decode GEMV in blocks of 32, its prefill GEMM not at
+//     all); <= 1e-3 at every position with F16 weights (both sides multiply in float);
 //   - same top-1 token wherever the CPU's top-1/top-2 gap exceeds 10% of its logits' std;
 //   - the on-GPU argmax equals the argmax of the GPU's logits;
 //   - the KV snapshot (read_kv) has the canonical size and round-trips through write_kv.
@@ -330,8 +331,23 @@ public:
             g(n_tok * F), u(n_tok * F);
         cuda::embed_ref(w.token_embd.type, w.token_embd.data, w.token_embd.rows, E, tokens, n_tok, x.data());
         auto f32 = [](const WeightTensor& t) { return t.present() ? reinterpret_cast<const float*>(t.data) : nullptr; };
+        // Batches of up to GEMV_MAX_TOKENS run the dp4a GEMV on 8-bit activations when every
+        // matrix has one (as CudaBackend::q8_path); larger ones multiply fp32 activations.
+        bool q8 = n_tok <= cuda::GEMV_MAX_TOKENS && cuda::gemv_q8_type_supported(w.output.type);
+        for (const LayerWeights& L : w.layers) {
+            for (const WeightTensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+                q8 = q8 && cuda::gemv_q8_type_supported(t->type);
+            }
+        }
+        std::vector<uint8_t> xq;
         auto mm = [&](const WeightTensor& t, const float* in, float* out, MatOut mode, const WeightTensor* t2 = nullptr) {
-            cuda::matmul_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
+            if (q8) {
+                xq.assign(cuda::act_q8_bytes(n_tok, t.cols), 0);
+                cuda::quantize_act_ref(in, n_tok, t.cols, xq.data());
+                cuda::gemv_q8_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, xq.data(), n_tok, out, mode);
+            } else {
+                cuda::matmul_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
+            }
         };
         for (int il = 0; il < c_.n_layer; ++il) {
             const LayerWeights& L = w.layers[static_cast<size_t>(il)];

@@ -10,7 +10,12 @@
 //     scales within 1 ulp and values within 1 step, fewer than 1% off by one (rounding ties
 //     move with the last bit of the input); FP16 KV within 1 fp16 ulp;
 //   attention: |gpu - ref| <= 2e-4 * max |v| (fp32 online softmax vs fp64 two-pass);
-//   argmax: exact, first maximum.
+//   argmax: exact, first maximum;
+//   8-bit activations (quantize, RMSNorm + quantize): bit-exact against the twin's quantization
+//     of the same fp32 values; dp4a GEMV: as the fp32 GEMV, against fp64 sums of the dequantized
+//     weights times the dequantized activations; int8 chunk decoders: a * q + b equals the
+//     dequantized weight to 2e-6 relative (host, no GPU); attention's 8-bit output: within half
+//     a quantization step of the reference output.
 #include <gtest/gtest.h>
 
 #if JLLM_CUDA
@@ -18,8 +23,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../unit/cpu_kernels/kernel_test_util.h"
@@ -272,6 +279,197 @@ TEST(CudaOps, RmsNorm) {
     }
 }
 
+// ------------------------------------------------------------------------------- 8-bit activations, dp4a GEMV
+
+const GgmlType kQ8Types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                             GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// The int8 chunk decoders (host build of the kernels' code): a * q + b reproduces quant_ref's
+// dequantized value to fp32 rounding. Needs no GPU.
+TEST(CudaOps, ChunkQ8DecodersMatchDequantizationOnHost) {
+    std::mt19937 rng(4242);
+    for (GgmlType t : kQ8Types) {
+        SCOPED_TRACE(type_name(t));
+        ASSERT_TRUE(cuda::gemv_q8_type_supported(t));
+        const int64_t n = 768;
+        for (int rep = 0; rep < 10; ++rep) {
+            const std::vector<uint8_t> row = random_weight_row(t, n, rng);
+            std::vector<uint64_t> aligned((row.size() + 7) / 8 + 2);
+            uint8_t* r = reinterpret_cast<uint8_t*>(aligned.data());
+            if (reinterpret_cast<uintptr_t>(r) % 16 != 0) r += 8;
+            std::memcpy(r, row.data(), row.size());
+            const std::vector<float> ref = dequantize(t, r, n);
+            for (int64_t c = 0; c < n / 32; ++c) {
+                int8_t q[32];
+                float a[2], b[2];
+                cuda::chunk_q8_host(t, r, c, q, a, b);
+                for (int i = 0; i < 32; ++i) {
+                    const float v = a[i / 16] * static_cast<float>(q[i]) + b[i / 16];
+                    const float e = ref[c * 32 + i];
+                    ASSERT_NEAR(v, e, 2e-6f * (std::fabs(e) + std::fabs(b[i / 16])) + 1e-30f)
+                        << "chunk " << c << " element " << i;
+                }
+            }
+        }
+    }
+    EXPECT_FALSE(cuda::gemv_q8_type_supported(GgmlType::F16));
+}
+
+TEST(CudaOps, QuantizeActivationsBitExact) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2718);
+    for (auto [n_tok, cols] : {std::pair<int, int64_t>{1, 32}, {3, 2560}, {4, 9728}, {2, 96}}) {
+        SCOPED_TRACE("n_tok=" + std::to_string(n_tok) + " cols=" + std::to_string(cols));
+        std::vector<float> x = randn(static_cast<size_t>(n_tok) * cols, rng, 2.0f);
+        if (x.size() >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block
+        std::vector<uint8_t> ref(cuda::act_q8_bytes(n_tok, cols), 0);
+        cuda::quantize_act_ref(x.data(), n_tok, cols, ref.data());
+        DevBuf<float> dx(x);
+        DevBuf<uint8_t> dq(ref.size());
+        dq.poison(0);
+        cuda::launch_quantize_act(dx.get(), n_tok, cols, dq.get(), nullptr);
+        const std::vector<uint8_t> got = dq.download();
+        ASSERT_EQ(0, std::memcmp(got.data(), ref.data(), ref.size()));
+    }
+}
+
+TEST(CudaOps, RmsNormQuantized) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(8);
+    for (int64_t n : {32, 2560, 4096}) {
+        for (int rows : {1, 4}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " rows=" + std::to_string(rows));
+            const std::vector<float> x = randn(static_cast<size_t>(n) * rows, rng, 3.0f);
+            const std::vector<float> w = randn(static_cast<size_t>(n), rng);
+            std::vector<float> ref(x.size());
+            cuda::rmsnorm_ref(x.data(), w.data(), ref.data(), rows, n, 1e-6f);
+            DevBuf<float> dx(x), dw(w), dy(x.size());
+            DevBuf<uint8_t> dq(cuda::act_q8_bytes(rows, n));
+            dy.poison();
+            dq.poison();
+            cuda::launch_rmsnorm_q8(dx.get(), dw.get(), dy.get(), dq.get(), rows, n, 1e-6f, nullptr);
+            const std::vector<float> y = dy.download();
+            for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-6) << i;
+            // The 8-bit copy is exactly the quantization of the fp32 output the kernel wrote.
+            std::vector<uint8_t> qref(dq.size());
+            cuda::quantize_act_ref(y.data(), rows, n, qref.data());
+            const std::vector<uint8_t> q = dq.download();
+            ASSERT_EQ(0, std::memcmp(q.data(), qref.data(), q.size()));
+            // Without the fp32 output.
+            dq.poison();
+            cuda::launch_rmsnorm_q8(dx.get(), dw.get(), nullptr, dq.get(), rows, n, 1e-6f, nullptr);
+            ASSERT_EQ(0, std::memcmp(dq.download().data(), qref.data(), q.size()));
+        }
+    }
+}
+
+// GEMV on 8-bit activations vs its twin (quant_ref weights x dequantized activations, fp64):
+// |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 as for the fp32 GEMV.
+void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t cols, int n_tok, MatOut out,
+                      std::mt19937& rng) {
+    SCOPED_TRACE(std::string(type_name(type)) + " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok) +
+                 " segs=" + std::to_string(n_seg) + " out=" + std::to_string(static_cast<int>(out)));
+    std::vector<float> x;
+    for (int t = 0; t < n_tok; ++t) {
+        const std::vector<float> xt = random_activations(cols, rng);
+        x.insert(x.end(), xt.begin(), xt.end());
+    }
+    std::vector<uint8_t> xq(cuda::act_q8_bytes(n_tok, cols));
+    cuda::quantize_act_ref(x.data(), n_tok, cols, xq.data());
+    std::vector<float> xd(x.size());  // what the kernel multiplies by
+    {
+        const int8_t* q = reinterpret_cast<const int8_t*>(xq.data());
+        const float* sc = reinterpret_cast<const float*>(xq.data() + cuda::act_q8_scale_offset(n_tok, cols));
+        for (size_t i = 0; i < xd.size(); ++i) xd[i] = sc[4 * (i / 32)] * static_cast<float>(q[i]);
+    }
+    DevBuf<uint8_t> dxq(xq);
+    const size_t rb = row_size(type, cols);
+    std::vector<std::vector<uint8_t>> ws, w2s;
+    std::vector<std::unique_ptr<DevBuf<uint8_t>>> dws;
+    std::vector<std::unique_ptr<DevBuf<float>>> dys;
+    std::vector<std::vector<float>> refs, mags;
+    const void* wp[3];
+    float* yp[3];
+    std::unique_ptr<DevBuf<uint8_t>> dw2;
+    std::vector<uint8_t> w2;
+    if (out == MatOut::SwiGLU) {
+        w2 = random_matrix(type, seg_rows[0], cols, rng);
+        dw2 = std::make_unique<DevBuf<uint8_t>>(w2);
+    }
+    for (int sgi = 0; sgi < n_seg; ++sgi) {
+        const int64_t rows = seg_rows[sgi];
+        ws.push_back(random_matrix(type, rows, cols, rng));
+        const size_t ny = static_cast<size_t>(rows) * n_tok;
+        std::vector<float> y0 = out == MatOut::Add ? randn(ny, rng) : std::vector<float>(ny, 0.0f);
+        std::vector<float> ref = y0, mag(ny);
+        cuda::gemv_q8_ref(type, ws.back().data(), w2.empty() ? nullptr : w2.data(), rows, cols, xq.data(), n_tok,
+                          ref.data(), out);
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<float> wr = dequantize(type, ws.back().data() + r * rb, cols);
+            std::vector<float> wr2;
+            if (out == MatOut::SwiGLU) wr2 = dequantize(type, w2.data() + r * rb, cols);
+            for (int t = 0; t < n_tok; ++t) {
+                double a = 0.0, a2 = 0.0, g = 0.0;
+                for (int64_t i = 0; i < cols; ++i) {
+                    a += std::fabs(static_cast<double>(wr[i]) * xd[t * cols + i]);
+                    g += static_cast<double>(wr[i]) * xd[t * cols + i];
+                    if (!wr2.empty()) a2 += std::fabs(static_cast<double>(wr2[i]) * xd[t * cols + i]);
+                }
+                double m = 1e-4 * a + 1e-6;
+                if (out == MatOut::SwiGLU) {  // silu(g) * u: both factors carry the bound
+                    double u = 0.0;
+                    for (int64_t i = 0; i < cols; ++i) u += static_cast<double>(wr2[i]) * xd[t * cols + i];
+                    const double sg = g / (1.0 + std::exp(-g));
+                    m = 1.1 * m * (std::fabs(u) + 1e-4 * a2) + std::fabs(sg) * (1e-4 * a2 + 1e-6) + 1e-6;
+                }
+                mag[t * rows + r] = static_cast<float>(m);
+            }
+        }
+        dws.push_back(std::make_unique<DevBuf<uint8_t>>(ws.back()));
+        dys.push_back(std::make_unique<DevBuf<float>>(ny));
+        if (out == MatOut::Add) dys.back()->upload(y0);
+        else dys.back()->poison();
+        refs.push_back(ref);
+        mags.push_back(mag);
+        wp[sgi] = dws.back()->get();
+        yp[sgi] = dys.back()->get();
+    }
+    if (n_seg == 1) {
+        cuda::launch_gemv_q8(type, wp[0], dw2 ? dw2->get() : nullptr, seg_rows[0], cols, dxq.get(), n_tok, yp[0], out,
+                             nullptr);
+    } else {
+        cuda::launch_gemv_q8_multi(type, n_seg, wp, seg_rows, yp, cols, dxq.get(), n_tok, nullptr);
+    }
+    for (int sgi = 0; sgi < n_seg; ++sgi) {
+        const std::vector<float> got = dys[static_cast<size_t>(sgi)]->download();
+        int bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            if (!(std::fabs(static_cast<double>(got[i]) - refs[sgi][i]) <= mags[sgi][i])) {
+                if (++bad <= 5) ADD_FAILURE() << "seg " << sgi << " y[" << i << "] = " << got[i] << ", ref " << refs[sgi][i];
+            }
+        }
+        EXPECT_EQ(bad, 0);
+    }
+}
+
+TEST(CudaOps, GemvQ8EveryTypeAndEpilogue) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(4321);
+    for (GgmlType t : kQ8Types) {
+        for (int v = 0; v < 2; ++v) {
+            const int64_t cols = cols_for(t, v);
+            const int64_t r67[1] = {67}, r5[1] = {5}, r130[1] = {130};
+            run_gemv_q8_case(t, 1, r67, cols, 1, MatOut::Store, rng);
+            run_gemv_q8_case(t, 1, r5, cols, 3, MatOut::Add, rng);
+            run_gemv_q8_case(t, 1, r130, cols, cuda::GEMV_MAX_TOKENS, MatOut::SwiGLU, rng);
+            run_gemv_q8_case(t, 1, r67, cols, 2, MatOut::SwiGLU, rng);
+        }
+        const int64_t qkv[3] = {64, 17, 17}, two[2] = {9, 40};
+        run_gemv_q8_case(t, 3, qkv, cols_for(t, 1), 1, MatOut::Store, rng);
+        run_gemv_q8_case(t, 2, two, cols_for(t, 0), 4, MatOut::Store, rng);
+    }
+}
+
 // ------------------------------------------------------------------------------- Q/K/V post + KV store
 
 struct PostCase {
@@ -430,6 +628,8 @@ TEST(CudaOps, QkvPostRopeAndKvStore) {
 struct AttnCase {
     KvType kv;
     int head_dim, n_head, n_head_kv, n_tok, pos0, max_split;
+    bool pos_on_device = false;  // graph mode: pos0 read from device memory
+    bool q8_out = false;         // also write the output as 8-bit activations
 };
 
 void run_attn_case(const AttnCase& c, std::mt19937& rng) {
@@ -500,9 +700,27 @@ void run_attn_case(const AttnCase& c, std::mt19937& rng) {
     dp.v_scale = c.kv == KvType::Int8 ? dvs.get() : nullptr;
     dp.work = work.get();
     dp.max_split = c.max_split;
+    DevBuf<int> dpos(std::vector<int>{c.pos0});
+    if (c.pos_on_device) {
+        dp.pos_dev = dpos.get();
+        dp.pos0 = 0;  // must not be used
+    }
+    const size_t qb = cuda::act_q8_bytes(c.n_tok, Q);
+    DevBuf<uint8_t> dq8(qb);
+    dq8.poison();
+    if (c.q8_out) dp.out_q8 = dq8.get();
     cuda::launch_attention(dp, nullptr);
     const std::vector<float> got = dout.download();
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 2e-4 * vmax) << i;
+    if (c.q8_out) {
+        const std::vector<uint8_t> h = dq8.download();
+        const int8_t* qv = reinterpret_cast<const int8_t*>(h.data());
+        const float* sc = reinterpret_cast<const float*>(h.data() + cuda::act_q8_scale_offset(c.n_tok, Q));
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const float d = sc[4 * (i / 32)];
+            ASSERT_NEAR(d * static_cast<float>(qv[i]), ref[i], 0.5001f * d + 2e-4 * vmax) << "q8 " << i;
+        }
+    }
 }
 
 TEST(CudaOps, AttentionPrefillAndDecode) {
@@ -521,6 +739,12 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
         run_attn_case({kv, 64, 12, 4, 23, 40, 1}, rng);     // group 3: 5 tokens per block, partial last tile
         run_attn_case({kv, 256, 32, 2, 3, 70, 1}, rng);     // group 16, largest head: > 48 KB shared memory
         run_attn_case({kv, 128, 32, 1, 1, 700, 4}, rng);    // group 32 (1024 threads), decode split
+        // graph mode (position on the device, grid for max_split) and 8-bit output
+        run_attn_case({kv, 128, 16, 8, 1, 0, 32, true, true}, rng);     // first token, 31 idle splits
+        run_attn_case({kv, 128, 16, 8, 1, 100, 32, true, true}, rng);   // two splits of 64
+        run_attn_case({kv, 128, 16, 8, 1, 4095, 32, true, true}, rng);  // 32 splits of 128
+        run_attn_case({kv, 64, 8, 2, 1, 777, 5, true, false}, rng);     // uneven, fp32 out only
+        run_attn_case({kv, 128, 8, 2, 3, 20, 1, false, true}, rng);     // no split: separate quantization
     }
 }
 
