@@ -1,0 +1,577 @@
+// bench/cuda_kernels/bench_cuda_kernels.cpp — jllm-bench-kernels: what the GPU's memory gives
+// (a device-to-device copy, counted bytes read + bytes written) next to what our decode GEMV
+// takes from it (cuda::launch_matmul with n_tok <= 4: weight bytes read per call / time).
+//
+// Cases, per weight type: one large matrix (65536 x 8192), and the matrices of a qwen3-4b
+// decode step (the output matrix for Q6_K only, as in the q4_k_m file). Each case rotates over
+// enough device copies of its matrix (together >= --rotate-mib, at least 2) that L2 holds none
+// between two uses, as in a real decode step where every weight is read once per token. A sample
+// is a run of back-to-back calls held behind a launch gate (cuda_bench.h) and timed with CUDA
+// events, so it measures the GPU, not the host's launch rate; the table gives the median time per
+// call over --reps samples. After timing, one call is checked against matmul_ref on the first
+// rows (relative RMS error; > 5% fails the run).
+//   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4] [--quick]
+//                      [--json FILE]
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_bench.h"
+#include "backend/cuda/cuda_ops.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "jllm_version.h"
+#include "quant/quant_blocks.h"
+#include "quant/quant_types.h"
+
+namespace {
+
+using jllm::GgmlType;
+namespace cuda = jllm::cuda;
+
+constexpr double CHECK_BOUND = 0.05;  // relative RMS error of the checked rows
+constexpr int64_t CHECK_ROWS = 64;
+constexpr int MAX_CALLS_PER_SAMPLE = 256;  // stay well inside the driver's launch queue
+constexpr int MIN_CALLS_PER_SAMPLE = 8;
+
+// A weight matrix W [rows][cols]: rows = output features, cols = input features (GGUF ne[1], ne[0]).
+struct Shape {
+    const char* name;
+    int64_t rows, cols;
+    bool swiglu;  // gate and up read in one pass (MatOut::SwiGLU): two matrices per call
+};
+
+const Shape LARGE = {"large", 65536, 8192, false};
+// qwen3-4b: n_embd 2560, n_ff 9728, 32 query heads and 8 KV heads of 128, n_vocab 151936.
+const Shape QWEN3_4B[] = {
+    {"attn_q", 4096, 2560, false},
+    {"attn_k/v", 1024, 2560, false},
+    {"attn_output", 2560, 4096, false},
+    {"ffn_gate/up", 9728, 2560, false},
+    {"ffn_gate+up (SwiGLU)", 9728, 2560, true},
+    {"ffn_down", 2560, 9728, false},
+};
+const Shape QWEN3_4B_OUTPUT = {"output", 151936, 2560, false};  // Q6_K in q4_k_m (tied embedding)
+
+const GgmlType KNOWN_TYPES[] = {GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                                GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+struct SplitMix {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
+};
+
+// Byte offsets of the fp16 fields (scale d, and min/dmin where the format has one) in a block.
+std::vector<size_t> half_fields(GgmlType type) {
+    using namespace jllm;
+    switch (type) {
+        case GgmlType::Q4_0: return {offsetof(BlockQ4_0, d)};
+        case GgmlType::Q4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+        case GgmlType::Q5_0: return {offsetof(BlockQ5_0, d)};
+        case GgmlType::Q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+        case GgmlType::Q8_0: return {offsetof(BlockQ8_0, d)};
+        case GgmlType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+        case GgmlType::Q3_K: return {offsetof(BlockQ3_K, d)};
+        case GgmlType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+        case GgmlType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+        case GgmlType::Q6_K: return {offsetof(BlockQ6_K, d)};
+        default: return {};
+    }
+}
+
+void put_half(uint8_t* p, float v) {
+    const jllm::Half h = jllm::to_half(v);
+    std::memcpy(p, &h, sizeof(h));
+}
+
+// One matrix [rows][row_size(type, cols)] of valid blocks: random quants and packed scales,
+// every fp16 field a small finite value in [2^-10, 2^-9) (F16: every element in [-1/16, 1/16)).
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, uint64_t seed) {
+    const size_t bytes = jllm::row_size(type, cols) * static_cast<size_t>(rows);
+    std::vector<uint8_t> w(bytes);
+    SplitMix rng{seed};
+    if (type == GgmlType::F16) {
+        for (size_t i = 0; i + 2 <= bytes; i += 2) put_half(&w[i], (rng.uniform() - 0.5f) * 0.125f);
+        return w;
+    }
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        const uint64_t r = rng.next();
+        std::memcpy(&w[i], &r, 8);
+    }
+    for (; i < bytes; ++i) w[i] = static_cast<uint8_t>(rng.next());
+    const size_t block = jllm::type_traits(type).type_size;
+    const std::vector<size_t> fields = half_fields(type);
+    for (size_t b = 0; b < bytes; b += block) {
+        for (size_t off : fields) put_half(&w[b + off], (1.0f + rng.uniform()) / 1024.0f);
+    }
+    return w;
+}
+
+std::vector<int> parse_int_list(const std::string& s, const char* flag) {
+    std::vector<int> v;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        char* end = nullptr;
+        const long x = std::strtol(item.c_str(), &end, 10);
+        if (*end != '\0' || x < 1 || x > cuda::GEMV_MAX_TOKENS) {
+            throw jllm::JllmError(jllm::strfmt("%s: '%s' is not a token count in 1..%d", flag, item.c_str(),
+                                               cuda::GEMV_MAX_TOKENS));
+        }
+        v.push_back(static_cast<int>(x));
+    }
+    if (v.empty()) throw jllm::JllmError(std::string(flag) + ": empty list");
+    return v;
+}
+
+std::string upper(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::vector<GgmlType> parse_types(const std::string& s) {
+    std::vector<GgmlType> v;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        bool found = false;
+        for (GgmlType t : KNOWN_TYPES) {
+            if (upper(item) == jllm::type_name(t)) {
+                if (!cuda::matmul_type_supported(t)) {
+                    throw jllm::JllmError("--types: " + item + " has no CUDA matmul kernel");
+                }
+                v.push_back(t);
+                found = true;
+            }
+        }
+        if (!found) {
+            std::string known;
+            for (GgmlType t : KNOWN_TYPES) known += std::string(known.empty() ? "" : ", ") + jllm::type_name(t);
+            throw jllm::JllmError("--types: unknown type '" + item + "' (known: " + known + ")");
+        }
+    }
+    if (v.empty()) throw jllm::JllmError("--types: empty list");
+    return v;
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Device buffer freed with the object.
+struct DevBuf {
+    void* p = nullptr;
+    explicit DevBuf(size_t bytes) : p(cuda::dev_alloc(bytes)) {}
+    ~DevBuf() { cuda::dev_free(p); }
+    DevBuf(const DevBuf&) = delete;
+    DevBuf& operator=(const DevBuf&) = delete;
+    uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
+};
+
+struct CopyResult {
+    size_t bytes = 0;  // buffer size; each copy reads and writes it
+    std::vector<double> ms;
+    double best_gbps = 0, median_gbps = 0;
+};
+
+// cudaMemcpyAsync device to device of `bytes`, one warm-up then `reps` timed copies;
+// GB/s = 2 * bytes / time (read + write), as the anchors count it.
+CopyResult measure_copy(size_t bytes, int reps, cuda::BenchStream& stream) {
+    DevBuf a(bytes), b(bytes);
+    cuda::dev_memset(a.p, 1, bytes);
+    cuda::dev_memset(b.p, 2, bytes);
+    cuda::synchronize();
+    cuda::EventTimer timer;
+    CopyResult r;
+    r.bytes = bytes;
+    cuda::memcpy_d2d(b.p, a.p, bytes, stream.get());
+    stream.sync();
+    for (int i = 0; i < reps; ++i) {
+        timer.start(stream.get());
+        cuda::memcpy_d2d(b.p, a.p, bytes, stream.get());
+        timer.stop(stream.get());
+        r.ms.push_back(timer.elapsed_ms());
+    }
+    const double best = *std::min_element(r.ms.begin(), r.ms.end());
+    r.best_gbps = 2.0 * static_cast<double>(bytes) / (best * 1e-3) / 1e9;
+    r.median_gbps = 2.0 * static_cast<double>(bytes) / (median_of(r.ms) * 1e-3) / 1e9;
+    return r;
+}
+
+struct CaseResult {
+    std::string type, shape;
+    int64_t rows = 0, cols = 0;
+    int n_tok = 1;
+    bool swiglu = false;
+    uint64_t weight_bytes = 0;  // read per call (both matrices for SwiGLU)
+    int copies = 0, calls_per_sample = 0;
+    std::vector<double> us;  // time per call of each sample
+    double us_median = 0, us_min = 0, us_max = 0;
+    double gbps = 0, copy_share = 0;
+    double rel_err = 0;
+    bool check_ok = true;
+    int gate_timeouts = 0;
+};
+
+struct Options {
+    int reps = 50;
+    size_t rotate_bytes = size_t{256} << 20;
+    std::vector<int> ntoks{1};
+    uint64_t seed = 42;
+};
+
+// Times launch_matmul on `shape` for every n_tok of opt.ntoks; appends one result per n_tok.
+void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy_gbps, cuda::BenchStream& stream,
+              cuda::LaunchGate& gate, std::vector<CaseResult>& out) {
+    const size_t mat_bytes = jllm::row_size(type, shape.cols) * static_cast<size_t>(shape.rows);
+    const size_t stride = round_up(mat_bytes, 256);
+    const int per_call = shape.swiglu ? 2 : 1;
+    // Enough copies that a matrix is read again only after rotate_bytes of other weights, and
+    // never by two consecutive calls.
+    size_t copies = std::max<size_t>(2 * per_call, (opt.rotate_bytes + mat_bytes - 1) / mat_bytes);
+    copies = round_up(copies, per_call);
+    const int n_calls = static_cast<int>(copies) / per_call;  // distinct calls in the rotation
+    const int calls_per_sample = std::min(MAX_CALLS_PER_SAMPLE, std::max(MIN_CALLS_PER_SAMPLE, n_calls));
+    const int max_tok = *std::max_element(opt.ntoks.begin(), opt.ntoks.end());
+
+    const std::vector<uint8_t> host_w = random_matrix(type, shape.rows, shape.cols, opt.seed);
+    std::vector<float> host_x(static_cast<size_t>(max_tok * shape.cols));
+    SplitMix rng{opt.seed ^ 0x5EEDull};
+    for (float& v : host_x) v = 2.0f * rng.uniform() - 1.0f;
+
+    DevBuf w(copies * stride);
+    DevBuf x(host_x.size() * sizeof(float));
+    DevBuf y(static_cast<size_t>(max_tok * shape.rows) * sizeof(float));
+    // upload() runs on the legacy stream, which a non-blocking stream does not wait for.
+    cuda::upload(w.p, host_w.data(), mat_bytes);
+    cuda::upload(x.p, host_x.data(), host_x.size() * sizeof(float));
+    cuda::synchronize();
+    for (size_t c = 1; c < copies; ++c) cuda::memcpy_d2d(w.bytes() + c * stride, w.p, mat_bytes, stream.get());
+    stream.sync();
+
+    const cuda::MatOut mode = shape.swiglu ? cuda::MatOut::SwiGLU : cuda::MatOut::Store;
+    auto call = [&](int k, int n_tok) {  // the k-th call of the rotation
+        const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;
+        const uint8_t* w2 = shape.swiglu ? w1 + stride : nullptr;
+        cuda::launch_matmul(type, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
+                            static_cast<float*>(y.p), mode, stream.get());
+    };
+
+    cuda::EventTimer timer;
+    for (int n_tok : opt.ntoks) {
+        CaseResult r;
+        r.type = jllm::type_name(type);
+        r.shape = shape.name;
+        r.rows = shape.rows;
+        r.cols = shape.cols;
+        r.n_tok = n_tok;
+        r.swiglu = shape.swiglu;
+        r.weight_bytes = static_cast<uint64_t>(mat_bytes) * per_call;
+        r.copies = static_cast<int>(copies);
+        r.calls_per_sample = calls_per_sample;
+        const int timeouts0 = gate.timeouts();
+        int k = 0;
+        for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);  // warm-up (and module load)
+        stream.sync();
+        for (int s = 0; s < opt.reps; ++s) {
+            gate.hold(stream.get());
+            timer.start(stream.get());
+            for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);
+            timer.stop(stream.get());
+            gate.release();
+            r.us.push_back(timer.elapsed_ms() * 1e3 / calls_per_sample);
+        }
+        stream.sync();
+        r.gate_timeouts = gate.timeouts() - timeouts0;
+        r.us_median = median_of(r.us);
+        r.us_min = *std::min_element(r.us.begin(), r.us.end());
+        r.us_max = *std::max_element(r.us.begin(), r.us.end());
+        r.gbps = static_cast<double>(r.weight_bytes) / (r.us_median * 1e-6) / 1e9;
+        r.copy_share = copy_gbps > 0 ? r.gbps / copy_gbps : 0;
+
+        // Check: the first CHECK_ROWS rows of copy 0 (and 1 for SwiGLU, same bytes) against the
+        // scalar reference; every output finite.
+        call(0, n_tok);
+        stream.sync();
+        std::vector<float> got(static_cast<size_t>(n_tok * shape.rows));
+        cuda::download(got.data(), y.p, got.size() * sizeof(float));
+        const int64_t nr = std::min(CHECK_ROWS, shape.rows);
+        std::vector<float> ref(static_cast<size_t>(n_tok * nr));
+        cuda::matmul_ref(type, host_w.data(), shape.swiglu ? host_w.data() : nullptr, nr, shape.cols, host_x.data(),
+                         n_tok, ref.data(), mode);
+        double se = 0, sr = 0;
+        bool finite = true;
+        for (float v : got) finite = finite && std::isfinite(v);
+        for (int t = 0; t < n_tok; ++t) {
+            for (int64_t i = 0; i < nr; ++i) {
+                const double g = got[static_cast<size_t>(t * shape.rows + i)], e = ref[static_cast<size_t>(t * nr + i)];
+                se += (g - e) * (g - e);
+                sr += e * e;
+            }
+        }
+        r.rel_err = sr > 0 ? std::sqrt(se / sr) : std::sqrt(se);
+        r.check_ok = finite && r.rel_err <= CHECK_BOUND;
+        if (!finite) r.rel_err = NAN;
+        out.push_back(r);
+        std::fprintf(stderr, "  %-5s %-22s n_tok %d: %9.2f us  %8.1f GB/s%s\n", r.type.c_str(), r.shape.c_str(),
+                     n_tok, r.us_median, r.gbps, r.check_ok ? "" : "  CHECK FAILED");
+    }
+}
+
+const CaseResult* find_case(const std::vector<CaseResult>& v, const char* type, const char* shape) {
+    for (const CaseResult& r : v) {
+        if (r.type == type && r.shape == shape && r.n_tok == 1) return &r;
+    }
+    return nullptr;
+}
+
+// The matmuls of one qwen3-4b q4_k_m decode token from the n_tok = 1 rows: 36 layers with Q4_K
+// attn_q, attn_k, attn_output and gate+up (fused SwiGLU); attn_v and ffn_down Q6_K in 18 layers
+// (the recipe's 36 + 1 Q6_K tensors) and Q4_K in the other 18; the Q6_K output matrix once.
+struct Estimate {
+    bool ok = false;
+    double us = 0, bytes = 0;
+};
+Estimate qwen3_4b_estimate(const std::vector<CaseResult>& v) {
+    const CaseResult* q4[] = {find_case(v, "Q4_K", "attn_q"), find_case(v, "Q4_K", "attn_k/v"),
+                              find_case(v, "Q4_K", "attn_output"), find_case(v, "Q4_K", "ffn_gate+up (SwiGLU)"),
+                              find_case(v, "Q4_K", "ffn_down")};
+    const CaseResult* q6[] = {find_case(v, "Q6_K", "attn_k/v"), find_case(v, "Q6_K", "ffn_down"),
+                              find_case(v, "Q6_K", "output")};
+    Estimate e;
+    for (const CaseResult* r : q4) {
+        if (!r) return e;
+    }
+    for (const CaseResult* r : q6) {
+        if (!r) return e;
+    }
+    auto add = [&](const CaseResult* r, double times) {
+        e.us += times * r->us_median;
+        e.bytes += times * static_cast<double>(r->weight_bytes);
+    };
+    add(q4[0], 36);
+    add(q4[1], 36);  // attn_k
+    add(q4[2], 36);
+    add(q4[3], 36);
+    add(q4[1], 18);  // attn_v, Q4_K layers
+    add(q4[4], 18);
+    add(q6[0], 18);  // attn_v, Q6_K layers
+    add(q6[1], 18);
+    add(q6[2], 1);
+    e.ok = true;
+    return e;
+}
+
+std::string human_mb(uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f", static_cast<double>(b) / 1e6);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"jllm-bench-kernels: device copy bandwidth and decode GEMV bandwidth per weight type"};
+    double copy_gib = 2.0;
+    int reps = 50, copy_reps = 10;
+    double rotate_mib = 256;
+    std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", json_path;
+    bool quick = false, no_large = false, no_model = false;
+    uint64_t seed = 42;
+    app.add_option("--copy-gib", copy_gib, "device-to-device copy buffer size in GiB")->capture_default_str();
+    app.add_option("--copy-reps", copy_reps, "timed copies (the best is reported)")->capture_default_str();
+    app.add_option("--reps", reps, "timed samples per GEMV case (the median is reported)")->capture_default_str();
+    app.add_option("--types", types_s, "weight types, comma-separated (q4_k, q6_k, q8_0, q4_0, f16, ...)")
+        ->capture_default_str();
+    app.add_option("--ntok", ntok_s, "tokens per GEMV call, comma-separated, each 1..4")->capture_default_str();
+    app.add_option("--rotate-mib", rotate_mib, "the copies of a matrix total at least this (MiB; L2 must not hold them)")
+        ->capture_default_str();
+    app.add_flag("--no-large", no_large, "skip the large-matrix cases");
+    app.add_flag("--no-model", no_model, "skip the qwen3-4b shapes");
+    app.add_flag("--quick", quick, "1 GiB copy, 5 copies, 10 samples per case");
+    app.add_option("--json", json_path, "also write every number as JSON to this file");
+    app.add_option("--seed", seed, "seed of the random weights and activations")->capture_default_str();
+    app.set_version_flag("--version", std::string(JLLM_VERSION) + " (" + JLLM_GIT_COMMIT + ")");
+    CLI11_PARSE(app, argc, argv);
+
+    if (quick) {
+        copy_gib = std::min(copy_gib, 1.0);
+        copy_reps = std::min(copy_reps, 5);
+        reps = std::min(reps, 10);
+    }
+    try {
+        if (copy_gib <= 0 || copy_reps < 1 || reps < 1 || rotate_mib <= 0) {
+            throw jllm::JllmError("--copy-gib, --copy-reps, --reps and --rotate-mib must be positive");
+        }
+        Options opt;
+        opt.reps = reps;
+        opt.ntoks = parse_int_list(ntok_s, "--ntok");
+        opt.seed = seed;
+        const std::vector<GgmlType> types = parse_types(types_s);
+        if (cuda::device_count() == 0) {
+            throw jllm::JllmError("no CUDA device found (cudaGetDeviceCount reports none or no driver is loaded); "
+                                  "this program needs a GPU");
+        }
+        if (const char* v = std::getenv("JLLM_CUDA_SYNC_CHECK"); v && v[0] && std::strcmp(v, "0") != 0) {
+            std::fprintf(stderr, "jllm-bench-kernels: warning: JLLM_CUDA_SYNC_CHECK is set; launches synchronize and "
+                                 "the times are not meaningful\n");
+        }
+        const cuda::DeviceInfo dev = cuda::device_info(0);
+        opt.rotate_bytes = std::max(static_cast<size_t>(rotate_mib * 1048576.0), 4 * dev.l2_bytes);
+
+        char date[64];
+        const std::time_t now = std::time(nullptr);
+        std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+        std::string command;
+        for (int i = 0; i < argc; ++i) command += std::string(i ? " " : "") + argv[i];
+
+        cuda::BenchStream stream;
+        cuda::LaunchGate gate;
+        std::fprintf(stderr, "jllm-bench-kernels: %s, copy bandwidth (%.2f GiB, %d copies)...\n", dev.name.c_str(),
+                     copy_gib, copy_reps);
+        const CopyResult copy = measure_copy(static_cast<size_t>(copy_gib * 1073741824.0), copy_reps, stream);
+
+        std::vector<CaseResult> cases;
+        for (GgmlType t : types) {
+            if (!no_large) run_case(t, LARGE, opt, copy.best_gbps, stream, gate, cases);
+            if (!no_model) {
+                for (const Shape& s : QWEN3_4B) run_case(t, s, opt, copy.best_gbps, stream, gate, cases);
+                if (t == GgmlType::Q6_K) run_case(t, QWEN3_4B_OUTPUT, opt, copy.best_gbps, stream, gate, cases);
+            }
+        }
+        const Estimate est = qwen3_4b_estimate(cases);
+        int failed = 0, timeouts = 0;
+        for (const CaseResult& r : cases) {
+            failed += r.check_ok ? 0 : 1;
+            timeouts += r.gate_timeouts;
+        }
+
+        // ---- markdown
+        std::printf("## jllm-bench-kernels %s (commit %s), %s\n\n", JLLM_VERSION, JLLM_GIT_COMMIT, date);
+        std::printf("- device: %s (SM %d.%d, %d SMs, peak SM clock %d MHz, memory clock %d MHz x %d bit = %.0f GB/s "
+                    "theoretical), L2 %.1f MiB, memory %.1f GiB; CUDA driver %s, runtime %s\n",
+                    dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sm_count, dev.sm_clock_khz / 1000,
+                    dev.mem_clock_khz / 1000, dev.bus_width_bits, dev.theoretical_gbps(), dev.l2_bytes / 1048576.0,
+                    dev.total_bytes / 1073741824.0, cuda::cuda_version_string(dev.driver_version).c_str(),
+                    cuda::cuda_version_string(dev.runtime_version).c_str());
+        std::printf("- command: `%s`\n", command.c_str());
+        std::printf("- device copy (cudaMemcpy D2D, %.2f GiB, read + write): **%.1f GB/s** best of %d (median %.1f)\n",
+                    copy.bytes / 1073741824.0, copy.best_gbps, copy_reps, copy.median_gbps);
+        std::printf("- GEMV: cuda::launch_matmul, median of %d samples of back-to-back calls; each matrix rotates over "
+                    "copies totalling >= %.0f MiB; GB/s = weight bytes / time; check = relative RMS error of %lld rows "
+                    "against matmul_ref\n\n",
+                    opt.reps, opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));
+        std::printf("| type | matrix | rows | cols | n_tok | weight MB | copies | us / call | min .. max | GB/s | "
+                    "%% of copy | check |\n");
+        std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        for (const CaseResult& r : cases) {
+            std::printf("| %s | %s | %lld | %lld | %d | %s | %d | %.2f | %.2f .. %.2f | %.1f | %.1f%% | %s %.1e |\n",
+                        r.type.c_str(), r.shape.c_str(), static_cast<long long>(r.rows),
+                        static_cast<long long>(r.cols), r.n_tok, human_mb(r.weight_bytes).c_str(), r.copies,
+                        r.us_median, r.us_min, r.us_max, r.gbps, 100.0 * r.copy_share,
+                        r.check_ok ? "ok" : "FAILED", r.rel_err);
+        }
+        if (est.ok) {
+            std::printf("\nqwen3-4b q4_k_m, the matmuls of one decode token (n_tok 1, sum of the rows above): %.1f us "
+                        "for %.1f MB = %.1f GB/s (%.1f%% of copy); a matmul-only bound of %.0f tok/s\n",
+                        est.us, est.bytes / 1e6, est.bytes / (est.us * 1e-6) / 1e9,
+                        100.0 * est.bytes / (est.us * 1e-6) / 1e9 / copy.best_gbps, 1e6 / est.us);
+        }
+        if (timeouts > 0) {
+            std::printf("\nwarning: %d launch-gate timeouts: the host enqueued too slowly and those samples include "
+                        "host time\n", timeouts);
+        }
+        if (failed > 0) std::printf("\n**%d case(s) FAILED the check against matmul_ref** (bound %.0e)\n", failed, CHECK_BOUND);
+
+        // ---- JSON
+        if (!json_path.empty()) {
+            nlohmann::json j;
+            j["program"] = "jllm-bench-kernels";
+            j["version"] = JLLM_VERSION;
+            j["commit"] = JLLM_GIT_COMMIT;
+            j["date"] = date;
+            j["command"] = command;
+            j["device"] = {{"name", dev.name},
+                           {"compute_capability", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
+                           {"sm_count", dev.sm_count},
+                           {"sm_clock_mhz", dev.sm_clock_khz / 1000},
+                           {"mem_clock_mhz", dev.mem_clock_khz / 1000},
+                           {"bus_width_bits", dev.bus_width_bits},
+                           {"theoretical_gbps", dev.theoretical_gbps()},
+                           {"l2_bytes", dev.l2_bytes},
+                           {"total_bytes", dev.total_bytes},
+                           {"cuda_driver", cuda::cuda_version_string(dev.driver_version)},
+                           {"cuda_runtime", cuda::cuda_version_string(dev.runtime_version)}};
+            j["copy"] = {{"bytes", copy.bytes},
+                         {"counted_bytes", 2 * copy.bytes},
+                         {"best_gbps", copy.best_gbps},
+                         {"median_gbps", copy.median_gbps},
+                         {"ms", copy.ms}};
+            j["rotate_bytes"] = opt.rotate_bytes;
+            j["reps"] = opt.reps;
+            j["check_bound"] = CHECK_BOUND;
+            nlohmann::json arr = nlohmann::json::array();
+            for (const CaseResult& r : cases) {
+                arr.push_back({{"type", r.type},
+                               {"matrix", r.shape},
+                               {"rows", r.rows},
+                               {"cols", r.cols},
+                               {"n_tok", r.n_tok},
+                               {"swiglu", r.swiglu},
+                               {"weight_bytes", r.weight_bytes},
+                               {"copies", r.copies},
+                               {"calls_per_sample", r.calls_per_sample},
+                               {"us_median", r.us_median},
+                               {"us_min", r.us_min},
+                               {"us_max", r.us_max},
+                               {"us_samples", r.us},
+                               {"gbps", r.gbps},
+                               {"copy_share", r.copy_share},
+                               {"rel_rms_err", std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json()},
+                               {"check_ok", r.check_ok},
+                               {"gate_timeouts", r.gate_timeouts}});
+            }
+            j["cases"] = arr;
+            if (est.ok) {
+                j["qwen3_4b_q4_k_m_token_matmuls"] = {{"us", est.us},
+                                                      {"bytes", est.bytes},
+                                                      {"gbps", est.bytes / (est.us * 1e-6) / 1e9},
+                                                      {"tok_s_bound", 1e6 / est.us}};
+            }
+            std::ofstream f(json_path);
+            f << j.dump(2) << "\n";
+            if (!f) throw jllm::JllmError("cannot write " + json_path);
+        }
+        return failed > 0 ? 2 : 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "jllm-bench-kernels: %s\n", e.what());
+        return 1;
+    }
+}

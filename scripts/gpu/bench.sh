@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# scripts/gpu/bench.sh OUTDIR — runs on the GPU test machine (Ubuntu 24.04, CUDA 13, no network)
+# from the repository root, with gpu-pack/ carried. Our side of docs/performance.md's GPU table in
+# one run (about 3-4 minutes on an H200 with 16 cores once built):
+#   build     scripts/gpu/run.sh OUTDIR/build build (incremental; skip with JLLM_BENCH_SKIP_BUILD=1
+#             when run.sh already ran in this session: its .deb prefix must exist)
+#   info      date, commit, nvidia-smi (name, driver, memory; clocks before and after)
+#   kernels   jllm-bench-kernels: device copy bandwidth, decode GEMV GB/s per weight type
+#   synth     qwen3-0.6b and qwen3-4b q4_k_m (seed 42) into $JLLM_BENCH_MODELS (default
+#             /tmp/jllm-models), reused when present
+#   bench     jllm-bench --device cuda per model: -p 33,512 -n 128 -r 5, then -d 4096 -p 0 -n 128
+#             -r 3, with the measured copy bandwidth as the reference (--bw)
+# Raw outputs and summary.md go to OUTDIR; the summary is printed last. A failing step is
+# reported and the rest continue; the exit status is 1 if any step failed.
+# Environment: JLLM_GPU_BUILD (build-gpu), JLLM_BENCH_MODELS, JLLM_BENCH_STEP_TIMEOUT (seconds
+# per step, 240; the build: JLLM_BENCH_BUILD_TIMEOUT, 480), JLLM_BENCH_KERNEL_ARGS (extra jllm-bench-kernels flags), JLLM_TOKENIZER_DIR,
+# JLLM_BENCH_COMMIT (when the copy has no .git).
+set -uo pipefail
+
+outdir=${1:?usage: scripts/gpu/bench.sh OUTDIR}
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root" || exit 1
+build=${JLLM_GPU_BUILD:-build-gpu}
+export JLLM_GPU_BUILD=$build  # run.sh builds there
+models=${JLLM_BENCH_MODELS:-/tmp/jllm-models}
+limit=${JLLM_BENCH_STEP_TIMEOUT:-240}
+step_limit=$limit
+threads=$(nproc)
+presets=(qwen3-0.6b qwen3-4b)
+kern="$build/bench/cuda_kernels/jllm-bench-kernels"
+bench="$build/apps/bench/jllm-bench"
+synth="$build/apps/synth/jllm-synth"
+
+# llama.cpp on the same GPU kind (shared/ANCHORS.md, H200 section: llama-bench -fa 1, f16 KV;
+# the depth row: q8_0 KV, llama-bench average, -r 3).
+declare -A anchor=(
+    [qwen3-0.6b/pp33]=8744 [qwen3-0.6b/pp512]=38993 [qwen3-0.6b/tg128]=705
+    [qwen3-4b/pp33]=4443 [qwen3-4b/pp512]=13800 [qwen3-4b/tg128]=318 ["qwen3-4b/tg128 @ d4096"]=242.9
+)
+ANCHOR_COPY_GBPS=4242
+
+# Raw outputs of an earlier run in the same OUTDIR would pass for this run's where a step is skipped.
+rm -f "$outdir"/bench-*.json "$outdir"/kernels.md "$outdir"/kernels.json "$outdir"/summary.md
+
+steps=()  # rows of the steps table
+failed=0
+t_begin=$(date +%s.%N)
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+status_word() {
+    case $1 in
+        0) echo ok ;;
+        124) echo "TIMED OUT (${step_limit} s)" ;;
+        *) echo "FAILED (rc $1)" ;;
+    esac
+}
+# run_step NAME STDOUT STDERR CMD... — one timed step under the per-step limit.
+run_step() {
+    local name=$1 out=$2 err=$3 t0 rc dt
+    shift 3
+    echo "== $name: $*"
+    t0=$(date +%s.%N)
+    timeout "$step_limit" "$@" > "$out" 2> "$err"
+    rc=$?
+    dt=$(elapsed "$t0")
+    steps+=("| $name | $(status_word "$rc") | $dt |")
+    echo "== $name: $(status_word "$rc"), $dt s"
+    if [[ $rc -ne 0 ]]; then
+        failed=1
+        tail -n 8 "$err" | sed 's/^/   /'
+    fi
+    return "$rc"
+}
+skip_step() {  # NAME WHY
+    steps+=("| $1 | skipped: $2 | 0 |")
+    echo "== $1: skipped: $2"
+    failed=1
+}
+
+# ---- build
+if [[ "${JLLM_BENCH_SKIP_BUILD:-0}" == 1 ]]; then
+    steps+=("| build | skipped (JLLM_BENCH_SKIP_BUILD=1) | 0 |")
+else
+    step_limit=${JLLM_BENCH_BUILD_TIMEOUT:-480}
+    run_step build "$outdir/build.out" "$outdir/build.err" \
+        scripts/gpu/run.sh "$outdir/build" build
+    step_limit=$limit
+    tail -n 4 "$outdir/build.out" | sed 's/^/   /'
+fi
+
+# ---- info
+commit=${JLLM_BENCH_COMMIT:-$(git rev-parse HEAD 2> /dev/null)}
+if [[ -z "$commit" && -r "$build/generated/jllm_version.h" ]]; then
+    commit="$(sed -n 's/.*JLLM_GIT_COMMIT "\(.*\)"/\1/p' "$build/generated/jllm_version.h") (from the build)"
+fi
+commit=${commit:-unknown}
+dirty=$(git status --short --untracked-files=no 2> /dev/null | wc -l)
+date_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+{
+    echo "date: $date_utc"
+    echo "commit: $commit ($dirty modified tracked files)"
+    echo "host: $(uname -srm), $threads cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+} > "$outdir/info.txt"
+run_step "nvidia-smi" "$outdir/nvidia-smi.csv" "$outdir/nvidia-smi.err" \
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+clock_query=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu,pstate
+nvidia-smi --query-gpu="$clock_query" --format=csv > "$outdir/clocks-before.csv" 2>&1
+gpu_line=$(sed -n 2p "$outdir/nvidia-smi.csv")
+
+# ---- kernels (first: its copy bandwidth is the reference of the model rows)
+copy_bw=""
+if [[ -x "$kern" ]]; then
+    # shellcheck disable=SC2086  # JLLM_BENCH_KERNEL_ARGS is a list of flags
+    run_step kernels "$outdir/kernels.md" "$outdir/kernels.log" \
+        "$kern" --json "$outdir/kernels.json" --ntok 1,4 ${JLLM_BENCH_KERNEL_ARGS:-}
+    copy_bw=$(sed -n 's/.*device copy.*\*\*\([0-9.]*\) GB\/s\*\*.*/\1/p' "$outdir/kernels.md" | head -n 1)
+else
+    skip_step kernels "$kern not built"
+fi
+if [[ -n "$copy_bw" ]]; then
+    bw=$copy_bw
+    bw_note="$copy_bw GB/s, measured by jllm-bench-kernels in this run (ANCHORS.md: $ANCHOR_COPY_GBPS)"
+else
+    bw=$ANCHOR_COPY_GBPS
+    bw_note="$ANCHOR_COPY_GBPS GB/s from ANCHORS.md (not measured in this run)"
+fi
+
+# ---- synth
+tok_args=()
+for d in "${JLLM_TOKENIZER_DIR:-}" gpu-pack/tokenizers shared/testdata/tokenizers ../shared/testdata/tokenizers; do
+    if [[ -n "$d" && -d "$d/qwen3" ]]; then
+        tok_args=(--tokenizer-dir "$d")
+        break
+    fi
+done
+[[ ${#tok_args[@]} -eq 0 ]] && echo "== no tokenizer folder with qwen3/ found; jllm-synth uses its built-in default"
+mkdir -p "$models"
+declare -A model_file
+for p in "${presets[@]}"; do
+    f="$models/$p-q4_k_m.gguf"
+    if [[ -s "$f" ]]; then
+        steps+=("| synth $p | reused $f | 0 |")
+        echo "== synth $p: reusing $f"
+    elif [[ -x "$synth" ]]; then
+        run_step "synth $p" "$outdir/synth-$p.out" "$outdir/synth-$p.log" \
+            "$synth" --preset "$p" --quant q4_k_m --seed 42 "${tok_args[@]}" -t "$threads" -o "$f.part" &&
+            mv "$f.part" "$f"
+    else
+        skip_step "synth $p" "$synth not built"
+    fi
+    [[ -s "$f" ]] && model_file[$p]=$f
+done
+
+# ---- models
+for p in "${presets[@]}"; do
+    if [[ -z "${model_file[$p]:-}" || ! -x "$bench" ]]; then
+        skip_step "bench $p" "no model file or no jllm-bench"
+        continue
+    fi
+    run_step "bench $p" "$outdir/bench-$p.json" "$outdir/bench-$p.log" \
+        "$bench" --device cuda -m "${model_file[$p]}" -p 33,512 -n 128 -r 5 -o json --bw "$bw"
+    run_step "bench $p -d 4096" "$outdir/bench-$p-d4096.json" "$outdir/bench-$p-d4096.log" \
+        "$bench" --device cuda -m "${model_file[$p]}" -d 4096 -p 0 -n 128 -r 3 -o json --bw "$bw"
+done
+nvidia-smi --query-gpu="$clock_query" --format=csv > "$outdir/clocks-after.csv" 2>&1
+
+# ---- summary
+# json_field FILE TEST KEY: a number from jllm-bench's JSON (one test object per line).
+json_field() {
+    [[ -s "$1" ]] || return 0
+    grep -F "\"test\": \"$2\"" "$1" | head -n 1 | grep -o "\"$3\": [-0-9.eE+]*" | head -n 1 | awk '{ print $2 }'
+}
+fmt() { awk -v x="$1" -v f="$2" 'BEGIN { if (x == "") print "—"; else printf f, x }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "—"; else printf "%.2fx", a / b }'; }
+model_rows() {
+    local p=$1 json test med lo hi gbps share
+    for test in pp33 pp512 tg128 "tg128 @ d4096"; do
+        json="$outdir/bench-$p.json"
+        [[ $test == *d4096 ]] && json="$outdir/bench-$p-d4096.json"
+        med=$(json_field "$json" "$test" tps_median)
+        lo=$(json_field "$json" "$test" tps_min)
+        hi=$(json_field "$json" "$test" tps_max)
+        gbps=$(json_field "$json" "$test" effective_gbps)
+        share=$(json_field "$json" "$test" bandwidth_share)
+        echo "| $p q4_k_m | $test | $(fmt "$med" '%.1f') | $(fmt "$lo" '%.1f') .. $(fmt "$hi" '%.1f') |" \
+            "$(fmt "$gbps" '%.0f') | $(awk -v s="$share" 'BEGIN { if (s == "") print "—"; else printf "%.1f%%", 100 * s }') |" \
+            "$(fmt "${anchor[$p/$test]:-}" '%g') | $(ratio "$med" "${anchor[$p/$test]:-}") |"
+    done
+}
+gate() {  # LABEL VALUE OP LIMIT
+    awk -v l="$1" -v v="$2" -v op="$3" -v g="$4" 'BEGIN {
+        if (v == "") { printf "- %s: not measured (gate %s %s)\n", l, op, g; exit }
+        ok = (op == ">=") ? (v >= g) : (v <= g)
+        printf "- %s: %.1f (gate %s %s): %s\n", l, v, op, g, ok ? "met" : "NOT met" }'
+}
+tg0=$(json_field "$outdir/bench-qwen3-4b.json" tg128 tps_median)
+tgd=$(json_field "$outdir/bench-qwen3-4b-d4096.json" "tg128 @ d4096" tps_median)
+slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) printf "%.1f", 100 * (1 - b / a) }')
+{
+    echo "# GPU benchmark (scripts/gpu/bench.sh), $date_utc"
+    echo
+    echo "- commit: $commit"
+    echo "- GPU (nvidia-smi name, driver, memory): ${gpu_line:-unknown}"
+    echo "- host: $(sed -n 's/^host: //p' "$outdir/info.txt")"
+    echo "- reference bandwidth (device copy, read + write): $bw_note"
+    sizes=()
+    for p in "${presets[@]}"; do
+        sizes+=("$p $(stat -c %s "${model_file[$p]:-/nonexistent}" 2> /dev/null || echo '?') bytes")
+    done
+    sizes_s=$(printf '%s; ' "${sizes[@]}")
+    echo "- models: jllm-synth --preset P --quant q4_k_m --seed 42 in $models (${sizes_s%; })"
+    echo "- commands: jllm-bench --device cuda -m FILE -p 33,512 -n 128 -r 5 -o json --bw $bw;" \
+        "jllm-bench --device cuda -m FILE -d 4096 -p 0 -n 128 -r 3 -o json --bw $bw (INT8 KV, weights copied)"
+    echo
+    echo "## Models (tok/s, median of the repetitions after one warm-up)"
+    echo
+    echo "| model | test | ours | min .. max | eff. GB/s | % of copy bw | llama.cpp (ANCHORS.md) | ours / llama.cpp |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|"
+    for p in "${presets[@]}"; do model_rows "$p"; done
+    echo
+    echo "llama.cpp: f16 KV, flash attention; its depth row is q8_0 KV (the INT8-KV counterpart)."
+    echo
+    echo "## Issue-8 gates (qwen3-4b q4_k_m)"
+    echo
+    gate "tg128 tok/s" "$tg0" ">=" 636
+    gate "pp512 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp512 tps_median)" ">=" 13800
+    gate "pp33 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp33 tps_median)" ">=" 6700
+    gate "tg128 slowdown at depth 4096, %" "$slow" "<=" 15
+    echo
+    echo "## Decode GEMV (jllm-bench-kernels, n_tok 1; every row and n_tok 4 in kernels.md)"
+    echo
+    if [[ -s "$outdir/kernels.md" ]]; then
+        grep -E '^- device copy' "$outdir/kernels.md"
+        echo
+        awk -F'|' '/^\| type \|/ || /^\|---/ || ($6 + 0 == 1) { print }' "$outdir/kernels.md"
+        echo
+        grep -E '^qwen3-4b q4_k_m|^warning|FAILED' "$outdir/kernels.md"
+    else
+        echo "(no kernel results)"
+    fi
+    echo
+    echo "## Steps (seconds)"
+    echo
+    echo "| step | status | s |"
+    echo "|---|---|---:|"
+    printf '%s\n' "${steps[@]}"
+    echo "| total | | $(elapsed "$t_begin") |"
+    echo
+    echo "Raw outputs in $outdir: info.txt, nvidia-smi.csv, clocks-{before,after}.csv, kernels.{md,json,log},"
+    echo "bench-*.json and .log, synth-*.log, build/ (run.sh logs)."
+} > "$outdir/summary.md"
+
+echo
+cat "$outdir/summary.md"
+exit "$failed"
