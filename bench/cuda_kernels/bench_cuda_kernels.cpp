@@ -1,6 +1,7 @@
 // bench/cuda_kernels/bench_cuda_kernels.cpp — jllm-bench-kernels: what the GPU's memory gives
 // (a device-to-device copy, counted bytes read + bytes written) next to what our decode GEMV
-// takes from it (cuda::launch_matmul with n_tok <= 4: weight bytes read per call / time).
+// takes from it (cuda::launch_gemv_q8 on 8-bit activations, the engine's decode path, for the
+// quantized types; launch_matmul otherwise; n_tok <= 4: weight bytes read per call / time).
 //
 // Cases, per weight type: one large matrix (65536 x 8192), and the matrices of a qwen3-4b
 // decode step (the output matrix for Q6_K only, as in the q4_k_m file). Each case rotates over
@@ -277,11 +278,20 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     stream.sync();
 
     const cuda::MatOut mode = shape.swiglu ? cuda::MatOut::SwiGLU : cuda::MatOut::Store;
+    // The engine's decode path: the dp4a GEMV on 8-bit activations (quantized once per n_tok,
+    // outside the timing, as the preceding kernel does in the forward pass); fp32 GEMV otherwise.
+    const bool q8 = cuda::gemv_q8_type_supported(type);
+    DevBuf xq(cuda::act_q8_bytes(max_tok, shape.cols));
     auto call = [&](int k, int n_tok) {  // the k-th call of the rotation
         const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;
         const uint8_t* w2 = shape.swiglu ? w1 + stride : nullptr;
-        cuda::launch_matmul(type, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
-                            static_cast<float*>(y.p), mode, stream.get());
+        if (q8) {
+            cuda::launch_gemv_q8(type, w1, w2, shape.rows, shape.cols, xq.p, n_tok, static_cast<float*>(y.p), mode,
+                                 stream.get());
+        } else {
+            cuda::launch_matmul(type, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
+                                static_cast<float*>(y.p), mode, stream.get());
+        }
     };
 
     cuda::EventTimer timer;
@@ -296,6 +306,7 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         r.weight_bytes = static_cast<uint64_t>(mat_bytes) * per_call;
         r.copies = static_cast<int>(copies);
         r.calls_per_sample = calls_per_sample;
+        if (q8) cuda::launch_quantize_act(static_cast<const float*>(x.p), n_tok, shape.cols, xq.p, stream.get());
         const int timeouts0 = gate.timeouts();
         int k = 0;
         for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);  // warm-up (and module load)
@@ -484,7 +495,7 @@ int main(int argc, char** argv) {
         std::printf("- command: `%s`\n", command.c_str());
         std::printf("- device copy (cudaMemcpy D2D, %.2f GiB, read + write): **%.1f GB/s** best of %d (median %.1f)\n",
                     copy.bytes / 1073741824.0, copy.best_gbps, copy_reps, copy.median_gbps);
-        std::printf("- GEMV: cuda::launch_matmul, median of %d samples of back-to-back calls; each matrix rotates over "
+        std::printf("- GEMV: cuda::launch_gemv_q8 (8-bit activations; launch_matmul for unquantized types), median of %d samples of back-to-back calls; each matrix rotates over "
                     "copies totalling >= %.0f MiB; GB/s = weight bytes / time; check = relative RMS error of %lld rows "
                     "against matmul_ref\n\n",
                     opt.reps, opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));

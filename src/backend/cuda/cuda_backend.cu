@@ -15,8 +15,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -65,6 +68,8 @@ public:
         JLLM_CUDA_CHECK(cudaSetDevice(device));
         JLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device));
         JLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        const char* prof = std::getenv("JLLM_CUDA_PROFILE");
+        prof_on_ = prof != nullptr && std::strcmp(prof, "0") != 0 && prof[0] != '\0';
         if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
             throw JllmError(strfmt("cuda: head_dim %lld is not supported (a multiple of 32, at most 256)",
                                    static_cast<long long>(c_.head_dim)));
@@ -76,6 +81,8 @@ public:
         (void)cudaSetDevice(device_);
         if (stream_) (void)cudaStreamSynchronize(stream_);
         release_graph();
+        prof_report();
+        for (cudaEvent_t e : prof_pool_) (void)cudaEventDestroy(e);
         if (step_host_) (void)cudaFreeHost(step_host_);
         for (void* p : allocations_) (void)cudaFree(p);
         if (registered_) (void)cudaHostUnregister(registered_);
@@ -170,7 +177,58 @@ private:
     ActivationTap tap_ = nullptr;
     void* tap_ctx_ = nullptr;
     std::vector<float> tap_buf_;
+
+    // JLLM_CUDA_PROFILE=1: an event after every step of the forward pass (graphs off); the time
+    // between consecutive events is summed per step name and printed when the backend is
+    // destroyed. Shows where the time goes; costs a few microseconds per step.
+    struct ProfMark {
+        const char* name;
+        cudaEvent_t ev;
+    };
+    bool prof_on_ = false;
+    std::vector<cudaEvent_t> prof_pool_;
+    std::vector<ProfMark> prof_marks_;
+    std::map<std::string, std::pair<double, long>> prof_sum_;  // name -> (ms, count)
+    void prof(const char* name) {
+        if (!prof_on_) return;
+        if (prof_marks_.size() == prof_pool_.size()) {
+            cudaEvent_t e = nullptr;
+            JLLM_CUDA_CHECK(cudaEventCreate(&e));
+            prof_pool_.push_back(e);
+        }
+        cudaEvent_t e = prof_pool_[prof_marks_.size()];
+        JLLM_CUDA_CHECK(cudaEventRecord(e, stream_));
+        prof_marks_.push_back({name, e});
+    }
+    void prof_collect();  // after a synchronization
+    void prof_report() const;
 };
+
+void CudaBackend::prof_collect() {
+    if (!prof_on_) return;
+    for (size_t i = 1; i < prof_marks_.size(); ++i) {
+        float ms = 0.0f;
+        JLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, prof_marks_[i - 1].ev, prof_marks_[i].ev));
+        auto& a = prof_sum_[prof_marks_[i].name];
+        a.first += ms;
+        a.second += 1;
+    }
+    prof_marks_.clear();
+}
+
+void CudaBackend::prof_report() const {
+    if (!prof_on_ || prof_sum_.empty()) return;
+    std::vector<std::pair<std::string, std::pair<double, long>>> v(prof_sum_.begin(), prof_sum_.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double total = 0.0;
+    for (const auto& e : v) total += e.second.first;
+    std::fprintf(stderr, "[cuda profile] %-22s %10s %8s %10s %6s\n", "step", "total ms", "count", "avg us", "share");
+    for (const auto& e : v) {
+        std::fprintf(stderr, "[cuda profile] %-22s %10.3f %8ld %10.2f %5.1f%%\n", e.first.c_str(), e.second.first,
+                     e.second.second, 1e3 * e.second.first / static_cast<double>(e.second.second),
+                     100.0 * e.second.first / total);
+    }
+}
 
 void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement placement) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
@@ -387,6 +445,7 @@ void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, i
                              const int* pos_dev) {
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
     embed(tokens, tokens_dev, n_tokens);
+    prof("embed");
     tap("embd", -1, x_, n_tokens, c_.n_embd);
     for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) layer(il, n_tokens, pos0, pos_dev);
 }
@@ -426,6 +485,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
         matmul(L.wk, h_, n_tokens, k_, MatOut::Store);
         matmul(L.wv, h_, n_tokens, v_, MatOut::Store);
     }
+    prof("norm + qkv");
 
     cuda::QkvPostParams qp;
     qp.q = q_;
@@ -452,6 +512,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
     qp.k_scale = kv.k_scale;
     qp.v_scale = kv.v_scale;
     cuda::launch_qkv_post(qp, stream_);
+    prof("qkv_post");
     tap("q", il, q_, n_tokens, Q);
     tap("k", il, k_, n_tokens, KV);
     tap("v", il, v_, n_tokens, KV);
@@ -474,6 +535,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
     ap.max_split = max_split_;
     ap.out_q8 = q8 ? xq_ : nullptr;
     cuda::launch_attention(ap, stream_);
+    prof("attention");
     tap("attn", il, att_, n_tokens, Q);
 
     if (q8) {
@@ -482,6 +544,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
     } else {
         matmul(L.wo, att_, n_tokens, x_, MatOut::Add);
     }
+    prof("wo");
     tap("attn_res", il, x_, n_tokens, E);
     const bool fused_ffn = L.w_gate.type == L.w_up.type;
     if (q8) {
@@ -497,6 +560,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
         }
         cuda::launch_quantize_act(g_, n_tokens, c_.n_ff, xq_, stream_);
+        prof("norm + gate_up + quant");
         cuda::launch_gemv_q8(L.w_down.type, L.w_down.data, nullptr, L.w_down.rows, L.w_down.cols, xq_, n_tokens, x_,
                              MatOut::Add, stream_);
     } else {
@@ -508,8 +572,10 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
             matmul(L.w_up, h_, n_tokens, u_, MatOut::Store);
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
         }
+        prof("norm + gate_up");
         matmul(L.w_down, g_, n_tokens, x_, MatOut::Add);
     }
+    prof("down");
     tap("out", il, x_, n_tokens, E);
 }
 
@@ -522,6 +588,7 @@ void CudaBackend::final_norm(int first, int n) {
         cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, n, E, c_.rms_eps, stream_);
     }
     tap("final_norm", -1, h_, n, E);
+    prof("final_norm");
 }
 
 void CudaBackend::logits_rows(int first, int n) {
@@ -532,6 +599,7 @@ void CudaBackend::logits_rows(int first, int n) {
     } else {
         matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
     }
+    prof("logits");
 }
 
 bool CudaBackend::graph_usable() const {
@@ -539,7 +607,8 @@ bool CudaBackend::graph_usable() const {
         const char* v = std::getenv("JLLM_CUDA_GRAPH");
         return v != nullptr && std::strcmp(v, "0") == 0;
     }();
-    return use_q8_ && embd_host_.empty() && !tap_ && !graph_failed_ && !env_off && !cuda::sync_check_enabled();
+    return use_q8_ && embd_host_.empty() && !tap_ && !graph_failed_ && !env_off && !prof_on_ &&
+           !cuda::sync_check_enabled();
 }
 
 void CudaBackend::release_graph() {
@@ -594,6 +663,7 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
         JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return;
     }
+    prof("start");
     JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
     run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr);
@@ -610,7 +680,9 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
                                             cudaMemcpyDeviceToHost, stream_));
         }
     }
+    prof("logits to host");
     JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    prof_collect();
 }
 
 int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
@@ -618,15 +690,18 @@ int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
     if (!(graph_usable() && decode_graph(token, pos))) {
+        prof("start");
         JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
         run_layers(&token, tokens_dev_, 1, pos, nullptr);
         final_norm(0, 1);
         logits_rows(0, 1);
     }
     cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_dev_, stream_);
+    prof("argmax");
     int32_t id = 0;
     JLLM_CUDA_CHECK(cudaMemcpyAsync(&id, argmax_dev_, sizeof id, cudaMemcpyDeviceToHost, stream_));
     JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    prof_collect();
     return id;
 }
 

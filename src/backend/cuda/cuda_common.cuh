@@ -444,6 +444,39 @@ __host__ __device__ __forceinline__ int dp4a_i8(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
+// Eight 4-byte words from a 2-byte aligned address: nine aligned loads and a funnel shift when
+// the address is not 4-byte aligned. Reads up to 4 bytes past the 32 (callers guarantee they
+// are inside the same block).
+__host__ __device__ __forceinline__ void ld_words_a2(const uint8_t* p, uint32_t* out) {
+    const uintptr_t mis = reinterpret_cast<uintptr_t>(p) & 2u;
+    const uint8_t* base = p - mis;
+    uint32_t w[9];
+    JLLM_UNROLL
+    for (int i = 0; i < 9; ++i) w[i] = ld_u32(base + 4 * i);
+    JLLM_UNROLL
+    for (int k = 0; k < 8; ++k) out[k] = mis ? ((w[k] >> 16) | (w[k + 1] << 16)) : w[k];
+}
+
+// get_scale_min_k4 on the 12 scale bytes held in three words (no addressable array).
+__host__ __device__ __forceinline__ uint32_t scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int k) {
+    const uint32_t w = k < 4 ? s0 : (k < 8 ? s1 : s2);
+    return (w >> (8 * (k & 3))) & 0xFFu;
+}
+__host__ __device__ __forceinline__ void scale_min_k4_words(uint32_t s0, uint32_t s1, uint32_t s2, int j, float* sc,
+                                                            float* mn) {
+    uint32_t d, m;
+    if (j < 4) {
+        d = scale_byte(s0, s1, s2, j) & 63u;
+        m = scale_byte(s0, s1, s2, j + 4) & 63u;
+    } else {
+        const uint32_t hi = scale_byte(s0, s1, s2, j + 4);
+        d = (hi & 0xFu) | ((scale_byte(s0, s1, s2, j - 4) >> 6) << 4);
+        m = (hi >> 4) | ((scale_byte(s0, s1, s2, j) >> 6) << 4);
+    }
+    *sc = static_cast<float>(d);
+    *mn = static_cast<float>(m);
+}
+
 template <GgmlType T>
 struct ChunkQ8;  // defined for the quantized types only
 
@@ -571,13 +604,10 @@ struct ChunkQ8<GgmlType::Q4_K> {
         const int j = static_cast<int>(c % 8);
         const uint8_t* p = reinterpret_cast<const uint8_t*>(blk);
         const uint4 hdr = ld16(p);  // d, dmin, scales[12]
-        uint8_t sc8[12];
-        JLLM_UNROLL
-        for (int i = 0; i < 12; ++i) sc8[i] = byte_of(hdr, 4 + i);
-        uint8_t sc, mn;
-        get_scale_min_k4(j, sc8, &sc, &mn);
-        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(hdr.x & 0xFFFFu)) * static_cast<float>(sc);
-        b[0] = b[1] = -(fp16_to_f32(static_cast<uint16_t>(hdr.x >> 16)) * static_cast<float>(mn));
+        float sc, mn;
+        scale_min_k4_words(hdr.y, hdr.z, hdr.w, j, &sc, &mn);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(hdr.x & 0xFFFFu)) * sc;
+        b[0] = b[1] = -(fp16_to_f32(static_cast<uint16_t>(hdr.x >> 16)) * mn);
         const uint8_t* qs = blk->qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
         const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
@@ -593,14 +623,11 @@ struct ChunkQ8<GgmlType::Q5_K> {
         const BlockQ5_K* blk = reinterpret_cast<const BlockQ5_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
         const uint8_t* p = reinterpret_cast<const uint8_t*>(blk);
-        const uint4 hdr = ld16(p);
-        uint8_t sc8[12];
-        JLLM_UNROLL
-        for (int i = 0; i < 12; ++i) sc8[i] = byte_of(hdr, 4 + i);
-        uint8_t sc, mn;
-        get_scale_min_k4(j, sc8, &sc, &mn);
-        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(hdr.x & 0xFFFFu)) * static_cast<float>(sc);
-        b[0] = b[1] = -(fp16_to_f32(static_cast<uint16_t>(hdr.x >> 16)) * static_cast<float>(mn));
+        const uint4 hdr = ld16(p);  // d, dmin, scales[12]
+        float sc, mn;
+        scale_min_k4_words(hdr.y, hdr.z, hdr.w, j, &sc, &mn);
+        a[0] = a[1] = fp16_to_f32(static_cast<uint16_t>(hdr.x & 0xFFFFu)) * sc;
+        b[0] = b[1] = -(fp16_to_f32(static_cast<uint16_t>(hdr.x >> 16)) * mn);
         const uint8_t* qs = blk->qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
         const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
@@ -627,10 +654,14 @@ struct ChunkQ8<GgmlType::Q6_K> {
             a[h] = d * static_cast<float>(blk->scales[2 * j + h]);
             b[h] = 0.0f;
         }
+        // ql and qh regions end at least 4 bytes before the block's end (scales, d follow).
+        uint32_t wl[8], wh[8];
+        ld_words_a2(ql, wl);
+        ld_words_a2(qh, wh);
         JLLM_UNROLL
         for (int k = 0; k < 8; ++k) {
-            const uint32_t lo = (ld_u32_a2(ql + 4 * k) >> lshift) & 0x0F0F0F0Fu;
-            const uint32_t hi = ((ld_u32_a2(qh + 4 * k) >> hshift) & 0x03030303u) << 4;
+            const uint32_t lo = (wl[k] >> lshift) & 0x0F0F0F0Fu;
+            const uint32_t hi = ((wh[k] >> hshift) & 0x03030303u) << 4;
             q[k] = bytes_minus<32>(lo | hi);
         }
     }

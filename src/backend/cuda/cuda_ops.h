@@ -46,7 +46,8 @@ void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out);
 constexpr int GEMV_MAX_TOKENS = 4;
 void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream);
-// Prefill GEMM: any n_tok; weight tiles dequantized to shared memory, fp32 FMA.
+// Prefill GEMM on tensor cores (mma.sync m16n8k16): any n_tok; weight tiles dequantized to
+// fp16 in shared memory, activations rounded to fp16 (saturated at +-65504), fp32 sums.
 void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream);
 // Picks GEMV or GEMM by n_tok.
@@ -54,6 +55,11 @@ void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, i
                    int n_tok, float* y, MatOut out, void* stream);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
+// Twin of launch_gemm: dequantized weights and activations rounded to fp16 as the kernel does,
+// fp64 sums.
+void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                  int n_tok, float* y, MatOut out);
+float round_f16_sat(float v);  // the GEMM's input rounding: fp16, saturated at +-65504
 
 // ---- 8-bit activations: the input of the dp4a GEMV ----
 // `n_tok` rows of `cols` (a multiple of 32) values in blocks of 32, in one buffer: int8 q
@@ -156,8 +162,10 @@ struct AttentionParams {
     // when this is not null (by the combine kernel with a split, else by launch_quantize_act).
     void* out_q8 = nullptr;
 };
-constexpr int ATTN_MIN_SPLIT_KEYS = 64;
-constexpr int ATTN_MAX_SPLIT = 32;
+// Decode attention is bound by reading the KV cache: many short splits keep every SM loading
+// (at 4,096 positions, 8 KV heads x 128 splits of 32 keys).
+constexpr int ATTN_MIN_SPLIT_KEYS = 32;
+constexpr int ATTN_MAX_SPLIT = 128;
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers

@@ -1,10 +1,20 @@
-// backend/cuda/gemm.cu — prefill matrix products: Y[n_tok][rows] = W[rows][cols] X[n_tok][cols].
+// backend/cuda/gemm.cu — prefill matrix products on tensor cores:
+//   Y[n_tok][rows] = W[rows][cols] X[n_tok][cols]   (store, += residual, or SwiGLU with W2).
 //
-// First, correct version (speed is the next step: mma.sync on fp16/int8 tiles): a block owns a
-// tile of GEMM_BM weight rows x GEMM_BN tokens; per 32-element chunk of the reduction it
-// dequantizes the tile's weight chunk into shared memory (one thread per row, with the same
-// ChunkDequant as the GEMV), stages the activations' chunk, and every thread accumulates
-// GEMM_BN / 4 outputs in fp32 registers. Same epilogues as the GEMV (store, add, SwiGLU).
+// A block computes 128 rows of A x BN tokens (BN = 64 or 128) with 8 warps, each an
+// mma.sync.m16n8k16 (fp16 inputs, fp32 accumulation) tile of (128 / WARPS_M) x 32. Per step of
+// 64 columns every thread dequantizes one 32-element chunk of one weight row (ChunkDequant, the
+// GEMV's decoder) to fp16 in shared memory, and the activations' 64 x BN block is converted to
+// fp16 there too (saturated to +-65504, so an outlier cannot become inf); fragments come in by
+// ldmatrix. Only sm_80-class instructions (mma.sync, ldmatrix): the same code runs on SM 8.7
+// (Orin) and 9.0.
+// SwiGLU: the A tile interleaves 8 rows of the gate and 8 rows of the up projection per 16, so
+// each thread's accumulators c0/c1 (row g) and c2/c3 (row g + 8) are gate and up of the same
+// weight row and tokens, and silu(g) * u is formed in registers (64 output rows per block).
+// Numerics: weights and activations rounded to fp16, products summed in fp32 (twin:
+// gemm_f16_ref).
+#include <cuda_fp16.h>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
@@ -14,75 +24,151 @@ namespace cuda {
 
 namespace {
 
-constexpr int GEMM_BM = 64;       // weight rows per block
-constexpr int GEMM_BN = 32;       // tokens per block
-constexpr int GEMM_THREADS = 256;  // 64 rows x 4 token groups of 8
-constexpr int GEMM_TPT = GEMM_BN / (GEMM_THREADS / GEMM_BM);  // tokens per thread: 8
+constexpr int MMA_BM = 128;     // A rows per block
+constexpr int MMA_BK = 64;      // columns per step (two chunks)
+constexpr int MMA_THREADS = 256;
+constexpr int MMA_LDS = MMA_BK + 8;  // shared row stride in halves (144 bytes: ldmatrix without conflicts)
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
+    const __half2 h = __floats2half2_rn(fminf(fmaxf(a, -65504.0f), 65504.0f), fminf(fmaxf(b, -65504.0f), 65504.0f));
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 // w, w2: [rows][row_bytes]; x: [n_tok][cols]; y: [n_tok][rows].
-template <GgmlType T>
-__global__ void __launch_bounds__(GEMM_THREADS)
-    kernel_gemm(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
-                size_t row_bytes, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
-    __shared__ float ws[2][GEMM_BM][33];  // dequantized chunk of W (and W2), [row][k]; +1 pad: no bank conflicts
-    __shared__ float xs[GEMM_BN][33];     // activations' chunk, [token][k]
-    const int tid = threadIdx.x;
-    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * GEMM_BM;
-    const int t0 = blockIdx.y * GEMM_BN;
+template <GgmlType T, int BN>
+__global__ void __launch_bounds__(MMA_THREADS, 2)
+    kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
+                    size_t row_bytes, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
+    constexpr int WARPS_N = BN / 32;
+    constexpr int WARPS_M = 8 / WARPS_N;
+    constexpr int WM = MMA_BM / WARPS_M;  // A rows per warp
+    constexpr int MT = WM / 16;           // m16 tiles per warp
+    constexpr int NT = 4;                 // n8 tiles per warp (32 tokens)
+    __shared__ __align__(16) __half As[MMA_BM][MMA_LDS];
+    __shared__ __align__(16) __half Bs[BN][MMA_LDS];
+
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * 32;
     const bool swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
-    const int rr = tid % GEMM_BM;              // this thread's row in the tile
-    const int tb = (tid / GEMM_BM) * GEMM_TPT;  // its first token in the tile (uniform per warp)
-    float acc[GEMM_TPT] = {};
-    float acc2[GEMM_TPT] = {};
+    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * (swiglu ? MMA_BM / 2 : MMA_BM);
+    const int t0 = blockIdx.y * BN;
     const int64_t n_chunks = cols / 32;
-    for (int64_t c = 0; c < n_chunks; ++c) {
-        if (tid < 2 * GEMM_BM) {
-            const int m = tid / GEMM_BM;  // 0: W, 1: W2
-            const int64_t r = r0 + rr;
-            if (m == 0 || swiglu) {
-                float v[32];
-                if (r < rows) {
-                    ChunkDequant<T>::run((m == 0 ? w : w2) + r * row_bytes, c, v);
-                } else {
+
+    // This thread's A row and chunk within each step.
+    const int ai = tid >> 1, ah = tid & 1;
+    const int64_t wrow = swiglu ? r0 + (ai >> 4) * 8 + (ai & 7) : r0 + ai;
+    const uint8_t* arow = (swiglu && ((ai >> 3) & 1) ? w2 : w) + wrow * row_bytes;
+    const bool arow_ok = wrow < rows;
+
+    float acc[MT][NT][4];
 #pragma unroll
-                    for (int i = 0; i < 32; ++i) v[i] = 0.0f;
-                }
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-                for (int i = 0; i < 32; ++i) ws[m][rr][i] = v[i];
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+
+    for (int64_t k0 = 0; k0 < cols; k0 += MMA_BK) {
+        // A: one chunk per thread, dequantized to fp16.
+        {
+            const int64_t c = k0 / 32 + ah;
+            float v[32];
+            if (arow_ok && c < n_chunks) {
+                ChunkDequant<T>::run(arow, c, v);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+            }
+            uint4* dst = reinterpret_cast<uint4*>(&As[ai][ah * 32]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                dst[i] = make_uint4(pack_half2(v[8 * i], v[8 * i + 1]), pack_half2(v[8 * i + 2], v[8 * i + 3]),
+                                    pack_half2(v[8 * i + 4], v[8 * i + 5]), pack_half2(v[8 * i + 6], v[8 * i + 7]));
             }
         }
-        for (int i = tid; i < GEMM_BN * 32; i += GEMM_THREADS) {
-            const int tt = i / 32, kk = i % 32;
+        // B: BN tokens x 64 columns of fp32 activations, 16 float4 per token.
+#pragma unroll
+        for (int j = 0; j < BN * 16 / MMA_THREADS; ++j) {
+            const int f = tid + j * MMA_THREADS;
+            const int tt = f / 16, k4 = f % 16;
             const int t = t0 + tt;
-            xs[tt][kk] = t < n_tok ? x[static_cast<int64_t>(t) * cols + c * 32 + kk] : 0.0f;
+            const int64_t kk = k0 + 4 * k4;
+            float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (t < n_tok && kk < cols) xv = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(t) * cols + kk));
+            *reinterpret_cast<uint2*>(&Bs[tt][4 * k4]) = make_uint2(pack_half2(xv.x, xv.y), pack_half2(xv.z, xv.w));
         }
         __syncthreads();
-#pragma unroll 4
-        for (int kk = 0; kk < 32; ++kk) {
-            const float wv = ws[0][rr][kk];
 #pragma unroll
-            for (int i = 0; i < GEMM_TPT; ++i) acc[i] += wv * xs[tb + i][kk];
-        }
-        if (swiglu) {
-#pragma unroll 4
-            for (int kk = 0; kk < 32; ++kk) {
-                const float wv = ws[1][rr][kk];
+        for (int ks = 0; ks < MMA_BK / 16; ++ks) {
+            uint32_t a[MT][4];
 #pragma unroll
-                for (int i = 0; i < GEMM_TPT; ++i) acc2[i] += wv * xs[tb + i][kk];
+            for (int mt = 0; mt < MT; ++mt) {
+                ldmatrix_x4(a[mt], &As[wm0 + mt * 16 + (lane & 15)][ks * 16 + (lane >> 4) * 8]);
+            }
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, &Bs[wn0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816(acc[mt][2 * np], a[mt], b[0], b[1]);
+                    mma_16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                }
             }
         }
         __syncthreads();
     }
-    const int64_t r = r0 + rr;
-    if (r >= rows) return;
+
+    // Epilogue: c0, c1 at (row g, tokens 2q, 2q + 1); c2, c3 at row g + 8.
+    const int g = lane >> 2, q2 = (lane & 3) * 2;
 #pragma unroll
-    for (int i = 0; i < GEMM_TPT; ++i) {
-        const int t = t0 + tb + i;
-        if (t >= n_tok) break;
-        float* out = y + static_cast<int64_t>(t) * rows + r;
-        if (out_mode == static_cast<int>(MatOut::Store)) *out = acc[i];
-        else if (out_mode == static_cast<int>(MatOut::Add)) *out += acc[i];
-        else *out = acc[i] / (1.0f + expf(-acc[i])) * acc2[i];
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const float* c = acc[mt][nt];
+            const int n = t0 + wn0 + nt * 8 + q2;
+            const int m = wm0 + mt * 16 + g;
+            if (swiglu) {
+                const int64_t r = r0 + (m >> 4) * 8 + (m & 7);
+                if (r >= rows) continue;
+                if (n < n_tok) y[static_cast<int64_t>(n) * rows + r] = silu_mul_f(c[0], c[2]);
+                if (n + 1 < n_tok) y[static_cast<int64_t>(n + 1) * rows + r] = silu_mul_f(c[1], c[3]);
+            } else {
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int64_t r = r0 + m + 8 * hh;
+                    if (r >= rows) continue;
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        if (n + e >= n_tok) continue;
+                        float* out = y + static_cast<int64_t>(n + e) * rows + r;
+                        const float v = c[2 * hh + e];
+                        if (out_mode == static_cast<int>(MatOut::Add)) *out += v;
+                        else *out = v;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -93,15 +179,25 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
     const size_t rb = row_size(type, cols);
-    const dim3 grid(static_cast<unsigned>((rows + GEMM_BM - 1) / GEMM_BM),
-                    static_cast<unsigned>((n_tok + GEMM_BN - 1) / GEMM_BN));
+    const int64_t rows_per_block = out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM;
+    const bool wide = n_tok > 64;
+    const int bn = wide ? 128 : 64;
+    const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
+                    static_cast<unsigned>((n_tok + bn - 1) / bn));
     const bool ok = dispatch_type(type, [&](auto tag) {
-        kernel_gemm<decltype(tag)::value><<<grid, GEMM_THREADS, 0, as_stream(stream)>>>(
-            static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, y,
-            static_cast<int>(out));
+        constexpr GgmlType T = decltype(tag)::value;
+        if (wide) {
+            kernel_gemm_mma<T, 128><<<grid, MMA_THREADS, 0, as_stream(stream)>>>(
+                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, y,
+                static_cast<int>(out));
+        } else {
+            kernel_gemm_mma<T, 64><<<grid, MMA_THREADS, 0, as_stream(stream)>>>(
+                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, y,
+                static_cast<int>(out));
+        }
     });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
-    JLLM_CUDA_LAUNCH_CHECK("kernel_gemm");
+    JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
 }
 
 void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,

@@ -114,10 +114,15 @@ __global__ void __launch_bounds__(QUANT_WARPS * WARP)
 }
 
 // ---------------------------------------------------------------- dp4a GEMV
-// One warp per weight row (rows of up to GEMV_Q8_MAX_SEG matrices laid end to end), lane l
-// takes chunks l, l + 32, ...; per chunk the weight is decoded to 32 integers (ChunkQ8) and
-// dotted with each token's 32 activation bytes by eight dp4a, then scaled:
-//   acc += a0 * d * dot(q[0..15]) + a1 * d * dot(q[16..31]) + b0 * s0 + b1 * s1.
+// A block of GEMV_Q8_WARPS warps serves GEMV_Q8_WARPS / ks rows (rows of up to GEMV_Q8_MAX_SEG
+// matrices laid end to end); the ks warps of a row split its chunks (ks > 1 for long rows, so
+// short matrices still fill the GPU), lane l of part k taking chunks k * 32 + l, + 32 ks, ...
+// Per chunk the weight is decoded to 32 integers (ChunkQ8) and dotted with each token's 32
+// activation bytes by eight dp4a, then scaled:
+//   acc += (a0 * dot(q[0..15]) + a1 * dot(q[16..31])) * d + b0 * s0 + b1 * s1.
+// U chunks per lane are decoded before any is used, so their loads are in flight together
+// (bandwidth needs bytes in flight; a lane's chunks are independent). Out-of-range chunks load
+// a valid chunk and are weighted by zero.
 constexpr int GEMV_Q8_WARPS = 4;
 
 struct GemvQ8Args {
@@ -130,67 +135,116 @@ struct GemvQ8Args {
     const int8_t* xq;
     const float4* xs;
     int out_mode;
+    int ks;  // warps per row: 1, 2 or 4
 };
 
-template <GgmlType T, int NT>
-__device__ __forceinline__ void gemv_q8_chunk(const uint8_t* wr, int64_t c, const GemvQ8Args& a, int64_t n_chunks,
-                                              float* acc) {
-    uint32_t q[8];
-    float sa[2], sb[2];
-    ChunkQ8<T>::run(wr, c, q, sa, sb);
+template <GgmlType T, int NT, int U>
+__device__ __forceinline__ void gemv_q8_batch(const uint8_t* wr, int64_t c, int64_t step, int64_t n_chunks,
+                                              const GemvQ8Args& a, float* acc) {
+    uint32_t q[U][8];
+    float sa[U][2], sb[U][2];
+    int64_t cc[U];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-        const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + c * 32);
-        const uint4 x0 = ld16(xp), x1 = ld16(xp + 16);
-        const float4 s = __ldg(a.xs + t * n_chunks + c);
-        const int d0 = dp4a_i8(q[3], x0.w, dp4a_i8(q[2], x0.z, dp4a_i8(q[1], x0.y, dp4a_i8(q[0], x0.x, 0))));
-        const int d1 = dp4a_i8(q[7], x1.w, dp4a_i8(q[6], x1.z, dp4a_i8(q[5], x1.y, dp4a_i8(q[4], x1.x, 0))));
-        acc[t] += (sa[0] * static_cast<float>(d0) + sa[1] * static_cast<float>(d1)) * s.x + sb[0] * s.y + sb[1] * s.z;
+    for (int u = 0; u < U; ++u) {
+        const int64_t cu = c + u * step;
+        cc[u] = cu < n_chunks ? cu : n_chunks - 1;
+        ChunkQ8<T>::run(wr, cc[u], q[u], sa[u], sb[u]);
+        if (cu >= n_chunks) sa[u][0] = sa[u][1] = sb[u][0] = sb[u][1] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 32);
+            const uint4 x0 = ld16(xp), x1 = ld16(xp + 16);
+            const float4 s = __ldg(a.xs + t * n_chunks + cc[u]);
+            const uint32_t* qu = q[u];
+            const int d0 = dp4a_i8(qu[3], x0.w, dp4a_i8(qu[2], x0.z, dp4a_i8(qu[1], x0.y, dp4a_i8(qu[0], x0.x, 0))));
+            const int d1 = dp4a_i8(qu[7], x1.w, dp4a_i8(qu[6], x1.z, dp4a_i8(qu[5], x1.y, dp4a_i8(qu[4], x1.x, 0))));
+            acc[t] += (sa[u][0] * static_cast<float>(d0) + sa[u][1] * static_cast<float>(d1)) * s.x +
+                      sb[u][0] * s.y + sb[u][1] * s.z;
+        }
     }
 }
 
 template <GgmlType T, int NT>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Args a) {
-    const int lane = threadIdx.x % WARP;
-    const int64_t r = static_cast<int64_t>(blockIdx.x) * GEMV_Q8_WARPS + threadIdx.x / WARP;
-    int seg = 0;
-    if (r >= a.row_end[0]) seg = r < a.row_end[1] ? 1 : 2;
-    if (r >= a.row_end[seg]) return;
-    const int64_t lr = seg == 0 ? r : r - a.row_end[seg - 1];
+    __shared__ float part[2][GEMV_Q8_WARPS][NT];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int ks = a.ks;
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks;
+    const int kp = warp % ks;
+    // Segment by selects, not by indexing the parameter arrays (which would copy them to
+    // local memory).
+    const int seg = r < a.row_end[0] ? 0 : (r < a.row_end[1] ? 1 : 2);
+    const int64_t seg_begin = seg == 0 ? 0 : (seg == 1 ? a.row_end[0] : a.row_end[1]);
+    const int64_t seg_end = seg == 0 ? a.row_end[0] : (seg == 1 ? a.row_end[1] : a.row_end[2]);
+    const bool valid = r < seg_end;  // no early return: the block meets at a barrier
+    const int64_t lr = r - seg_begin;
     const bool swiglu = a.out_mode == static_cast<int>(MatOut::SwiGLU);
     const int64_t n_chunks = a.cols / 32;
-    const uint8_t* wr = a.w[seg] + lr * a.row_bytes;
     float acc[NT], acc2[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = acc2[t] = 0.0f;
-    if (!swiglu) {
-#pragma unroll 2
-        for (int64_t c = lane; c < n_chunks; c += WARP) gemv_q8_chunk<T, NT>(wr, c, a, n_chunks, acc);
-    } else {
-        const uint8_t* wr2 = a.w2 + lr * a.row_bytes;
-        for (int64_t c = lane; c < n_chunks; c += WARP) {
-            gemv_q8_chunk<T, NT>(wr, c, a, n_chunks, acc);
-            gemv_q8_chunk<T, NT>(wr2, c, a, n_chunks, acc2);
+    if (valid) {
+        const uint8_t* wr = (seg == 0 ? a.w[0] : (seg == 1 ? a.w[1] : a.w[2])) + lr * a.row_bytes;
+        const int64_t step = static_cast<int64_t>(WARP) * ks;
+        if (!swiglu) {
+            constexpr int U = 4;
+            for (int64_t c = kp * WARP + lane; c < n_chunks; c += U * step) {
+                gemv_q8_batch<T, NT, U>(wr, c, step, n_chunks, a, acc);
+            }
+        } else {
+            constexpr int U = 2;
+            const uint8_t* wr2 = a.w2 + lr * a.row_bytes;
+            for (int64_t c = kp * WARP + lane; c < n_chunks; c += U * step) {
+                gemv_q8_batch<T, NT, U>(wr, c, step, n_chunks, a, acc);
+                gemv_q8_batch<T, NT, U>(wr2, c, step, n_chunks, a, acc2);
+            }
         }
     }
-    float* y = a.y[seg];
-    const int64_t rows = seg == 0 ? a.row_end[0] : a.row_end[seg] - a.row_end[seg - 1];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-        const float s = warp_sum(acc[t]);
-        const float s2 = swiglu ? warp_sum(acc2[t]) : 0.0f;
+        acc[t] = warp_sum(acc[t]);
+        if (swiglu) acc2[t] = warp_sum(acc2[t]);
+    }
+    if (ks > 1) {
         if (lane == 0) {
-            float* out = y + t * rows + lr;
-            if (a.out_mode == static_cast<int>(MatOut::Store)) *out = s;
-            else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += s;
-            else *out = silu_mul(s, s2);
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                part[0][warp][t] = acc[t];
+                part[1][warp][t] = acc2[t];
+            }
         }
+        __syncthreads();
+        if (kp == 0 && lane == 0) {
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                for (int k = 1; k < ks; ++k) {
+                    acc[t] += part[0][warp + k][t];
+                    acc2[t] += part[1][warp + k][t];
+                }
+            }
+        }
+    }
+    if (!valid || kp != 0 || lane != 0) return;
+    float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
+    const int64_t rows = seg_end - seg_begin;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        float* out = y + t * rows + lr;
+        if (a.out_mode == static_cast<int>(MatOut::Store)) *out = acc[t];
+        else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += acc[t];
+        else *out = silu_mul(acc[t], acc2[t]);
     }
 }
 
 template <GgmlType T>
-void launch_gemv_q8_args(const GemvQ8Args& a, int64_t total_rows, int n_tok, cudaStream_t st) {
-    const dim3 grid(static_cast<unsigned>((total_rows + GEMV_Q8_WARPS - 1) / GEMV_Q8_WARPS));
+void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream_t st) {
+    const int64_t n_chunks = a.cols / 32;
+    a.ks = n_chunks >= 256 ? 4 : (n_chunks >= 128 ? 2 : 1);
+    const int rows_per_block = GEMV_Q8_WARPS / a.ks;
+    const dim3 grid(static_cast<unsigned>((total_rows + rows_per_block - 1) / rows_per_block));
     switch (n_tok) {
         case 1: kernel_gemv_q8<T, 1><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
         case 2: kernel_gemv_q8<T, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;

@@ -6,7 +6,8 @@
 //   - relative RMS error of the logits <= 2% over all positions, 3% at any one (quantized
 //     weights: both sides quantize activations to 8 bits for their dot products, the CPU in
 //     blocks of 256 for k-quants, the GPU's decode GEMV in blocks of 32, its prefill GEMM not at
-//     all); <= 1e-3 at every position with F16 weights (both sides multiply in float);
+//     all); with F16 weights <= 5e-3 overall and 1e-2 at any position (the prefill GEMM
+//     rounds activations to fp16; the decode GEMV multiplies in fp32);
 //   - same top-1 token wherever the CPU's top-1/top-2 gap exceeds 10% of its logits' std;
 //   - the on-GPU argmax equals the argmax of the GPU's logits;
 //   - the KV snapshot (read_kv) has the canonical size and round-trips through write_kv.
@@ -171,8 +172,9 @@ Stats compare_logits(const float* cpu, const float* gpu, int64_t n) {
 // Compares teacher-forced logits [n_pos][n_vocab] of a backend under test against the CPU
 // backend's. Quantized weights: the CPU quantizes activations to 8 bits for its dot products
 // (about 0.7% relative error per product), so the bound is 2% relative RMS over all positions
-// and 3% at any one position. F16 weights: the CPU multiplies in float, both sides compute the
-// same formulas, and 1e-3 at every position is the bound (measured: 1e-4 or less).
+// and 3% at any one position. F16 weights: the CPU multiplies in float; the GPU's prefill GEMM
+// rounds activations to fp16 (2^-11 relative per input, through every layer), so the bound is
+// 5e-3 overall and 1e-2 at any position (measured: 0.16% overall, 0.45% worst position).
 void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, int n_pos, int64_t V, bool f16_weights,
                   const std::string& label) {
     int checked = 0, agree = 0;
@@ -185,7 +187,7 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
             se += (g - c) * (g - c);
             sr += c * c;
         }
-        EXPECT_LE(s.rel_rms, f16_weights ? 1e-3 : 0.03) << label << ": position " << p;
+        EXPECT_LE(s.rel_rms, f16_weights ? 1e-2 : 0.03) << label << ": position " << p;
         if (s.top1_checked) {
             ++checked;
             agree += s.top1_same;
@@ -193,7 +195,7 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
         }
     }
     const double total = std::sqrt(se / std::max(sr, 1e-30));
-    EXPECT_LE(total, f16_weights ? 1e-3 : 0.02) << label;
+    EXPECT_LE(total, f16_weights ? 5e-3 : 0.02) << label;
     std::printf("[%s] relative RMS error %.5f overall, %.5f worst position; top-1 agreement %d/%d\n", label.c_str(),
                 total, worst, agree, checked);
     EXPECT_GT(checked, n_pos / 2) << label << ": the top-1 criterion must be exercised";
@@ -345,8 +347,8 @@ public:
                 xq.assign(cuda::act_q8_bytes(n_tok, t.cols), 0);
                 cuda::quantize_act_ref(in, n_tok, t.cols, xq.data());
                 cuda::gemv_q8_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, xq.data(), n_tok, out, mode);
-            } else {
-                cuda::matmul_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
+            } else {  // the tensor-core GEMM: fp16-rounded weights and activations
+                cuda::gemm_f16_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
             }
         };
         for (int il = 0; il < c_.n_layer; ++il) {

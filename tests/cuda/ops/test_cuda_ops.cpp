@@ -2,7 +2,8 @@
 // on fresh random inputs: odd sizes, sizes that are not a multiple of the block/tile, both KV
 // types. Outputs are poisoned before each launch. Each op states its error bound:
 //   matmul (GEMV, GEMM; store/add/SwiGLU): |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 (fp32
-//     accumulation in any order against an fp64 sum of the same dequantized weights);
+//     accumulation in any order against an fp64 sum of the same dequantized weights; for the
+//     tensor-core GEMM, weights and activations rounded to fp16 on both sides, gemm_f16_ref);
 //   embedding: bit-exact (dequantization is exact, quant_ref.cpp);
 //   RMSNorm: |gpu - ref| <= 1e-5 * |ref| + 1e-6 (fp32 vs fp64 sum of squares);
 //   SwiGLU: 1e-6 relative (expf vs std::exp);
@@ -84,26 +85,35 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     const size_t ny = static_cast<size_t>(c.rows) * c.n_tok;
     std::vector<float> y0 = c.out == MatOut::Add ? randn(ny, rng) : std::vector<float>(ny, 0.0f);
 
-    // Reference: g = W x and u = W2 x separately (for the bound), then the epilogue.
+    // Reference: g = W x and u = W2 x separately (for the bound), then the epilogue. The GEMM
+    // multiplies fp16-rounded weights and activations (its twin rounds the same way).
+    auto ref_fn = c.gemm ? cuda::gemm_f16_ref : cuda::matmul_ref;
+    auto rnd = [&](std::vector<float> v) {
+        if (c.gemm) {
+            for (float& e : v) e = cuda::round_f16_sat(e);
+        }
+        return v;
+    };
     std::vector<float> g(ny), u(ny), mag_g(ny), mag_u(ny);
-    cuda::matmul_ref(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, g.data(), MatOut::Store);
-    cuda::matmul_ref(c.type, w2.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, u.data(), MatOut::Store);
+    ref_fn(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, g.data(), MatOut::Store);
+    ref_fn(c.type, w2.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, u.data(), MatOut::Store);
     const size_t rb = row_size(c.type, c.cols);
+    const std::vector<float> xb = rnd(x);
     for (int64_t r = 0; r < c.rows; ++r) {
-        const std::vector<float> wr = dequantize(c.type, w.data() + r * rb, c.cols);
-        const std::vector<float> wr2 = dequantize(c.type, w2.data() + r * rb, c.cols);
+        const std::vector<float> wr = rnd(dequantize(c.type, w.data() + r * rb, c.cols));
+        const std::vector<float> wr2 = rnd(dequantize(c.type, w2.data() + r * rb, c.cols));
         for (int t = 0; t < c.n_tok; ++t) {
             double a = 0.0, b = 0.0;
             for (int64_t i = 0; i < c.cols; ++i) {
-                a += std::fabs(static_cast<double>(wr[i]) * x[t * c.cols + i]);
-                b += std::fabs(static_cast<double>(wr2[i]) * x[t * c.cols + i]);
+                a += std::fabs(static_cast<double>(wr[i]) * xb[t * c.cols + i]);
+                b += std::fabs(static_cast<double>(wr2[i]) * xb[t * c.cols + i]);
             }
             mag_g[t * c.rows + r] = static_cast<float>(a);
             mag_u[t * c.rows + r] = static_cast<float>(b);
         }
     }
     std::vector<float> ref = y0;
-    cuda::matmul_ref(c.type, w.data(), w2.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data(), c.out);
+    ref_fn(c.type, w.data(), w2.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data(), c.out);
 
     DevBuf<uint8_t> dw(w), dw2(w2);
     DevBuf<float> dx(x), dy(ny);
@@ -185,6 +195,8 @@ TEST(CudaOps, GemmEveryTypeAndEpilogue) {
         run_matmul_case({t, 64, cols, 33, MatOut::Add, true}, rng);      // exact row tile, 2 token tiles
         run_matmul_case({t, 131, cols, 70, MatOut::SwiGLU, true}, rng);  // 3 x 3 partial tiles
         run_matmul_case({t, 7, cols_for(t, 0), 1, MatOut::Store, true}, rng);
+        run_matmul_case({t, 200, cols, 150, MatOut::SwiGLU, true}, rng);  // 128-token tiles, 4 row tiles of 64
+        run_matmul_case({t, 129, cols_for(t, 0), 129, MatOut::Add, true}, rng);
     }
 }
 
@@ -196,7 +208,9 @@ TEST(CudaOps, MatmulDispatchesBySize) {
         const std::vector<uint8_t> w = random_matrix(c.type, c.rows, c.cols, rng);
         const std::vector<float> x = randn(static_cast<size_t>(c.cols) * n_tok, rng);
         std::vector<float> ref(static_cast<size_t>(c.rows) * n_tok);
-        cuda::matmul_ref(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), n_tok, ref.data(), MatOut::Store);
+        // Up to GEMV_MAX_TOKENS: the fp32 GEMV; beyond: the fp16 tensor-core GEMM.
+        auto ref_fn = n_tok <= cuda::GEMV_MAX_TOKENS ? cuda::matmul_ref : cuda::gemm_f16_ref;
+        ref_fn(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), n_tok, ref.data(), MatOut::Store);
         DevBuf<uint8_t> dw(w);
         DevBuf<float> dx(x), dy(ref.size());
         dy.poison();
