@@ -37,6 +37,12 @@ void axpy4_f32_ref(const float* a, const float* v, float* const* o, int64_t n) {
     }
 }
 
+// P.V over a chunk of keys as axpy1 calls: the scalar, AVX2 and NEON versions.
+template <void (*AXPY1)(float, const float*, float*, int64_t)>
+void pv_f32_by_axpy(const float* p, int64_t ps, const float* v, int64_t nk, float* o, int64_t n) {
+    for (int64_t j = 0; j < nk; ++j) AXPY1(p[j * ps], v + j * n, o, n);
+}
+
 void row_i8_ref(const int8_t* v, float scale, float* out, int64_t n) {
     for (int64_t d = 0; d < n; ++d) out[d] = scale * static_cast<float>(v[d]);
 }
@@ -123,6 +129,109 @@ JLLM_AVX2 void row_f16_avx2(const Half* v, float* out, int64_t n) {
     for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, load_f16x8(v + d));
     for (; d < n; ++d) out[d] = to_f32(v[d]);
 }
+
+// AVX-512: the same loops 16 lanes wide. axpy and the row conversions are element-wise, so
+// they give the AVX2 results bit for bit; dot1/dot4 sum 16 lanes (dot1 is dot4's lane).
+// GCC 12's avx512fintrin.h initialises its "undefined" operands from themselves, which -Wall
+// reports at every inlined use (GCC bug 105593, fixed in GCC 13).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#define JLLM_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+
+JLLM_AVX512 void dot4_f32_avx512(const float* const* q, const float* k, int64_t n, float* out) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        const __m512 kv = _mm512_loadu_ps(k + d);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q[0] + d), kv, a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q[1] + d), kv, a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q[2] + d), kv, a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q[3] + d), kv, a3);
+    }
+    float r[4] = {_mm512_reduce_add_ps(a0), _mm512_reduce_add_ps(a1), _mm512_reduce_add_ps(a2),
+                  _mm512_reduce_add_ps(a3)};
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) r[i] = std::fma(q[i][d], k[d], r[i]);
+    }
+    for (int i = 0; i < 4; ++i) out[i] = r[i];
+}
+JLLM_AVX512 float dot1_f32_avx512(const float* q, const float* k, int64_t n) {
+    __m512 a0 = _mm512_setzero_ps();
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(k + d), a0);
+    float r = _mm512_reduce_add_ps(a0);
+    for (; d < n; ++d) r = std::fma(q[d], k[d], r);
+    return r;
+}
+JLLM_AVX512 void axpy1_f32_avx512(float a, const float* v, float* o, int64_t n) {
+    const __m512 s0 = _mm512_set1_ps(a);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        _mm512_storeu_ps(o + d, _mm512_fmadd_ps(s0, _mm512_loadu_ps(v + d), _mm512_loadu_ps(o + d)));
+    }
+    for (; d < n; ++d) o[d] = std::fma(a, v[d], o[d]);
+}
+JLLM_AVX512 void axpy4_f32_avx512(const float* a, const float* v, float* const* o, int64_t n) {
+    const __m512 s0 = _mm512_set1_ps(a[0]), s1 = _mm512_set1_ps(a[1]), s2 = _mm512_set1_ps(a[2]),
+                 s3 = _mm512_set1_ps(a[3]);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        const __m512 vv = _mm512_loadu_ps(v + d);
+        _mm512_storeu_ps(o[0] + d, _mm512_fmadd_ps(s0, vv, _mm512_loadu_ps(o[0] + d)));
+        _mm512_storeu_ps(o[1] + d, _mm512_fmadd_ps(s1, vv, _mm512_loadu_ps(o[1] + d)));
+        _mm512_storeu_ps(o[2] + d, _mm512_fmadd_ps(s2, vv, _mm512_loadu_ps(o[2] + d)));
+        _mm512_storeu_ps(o[3] + d, _mm512_fmadd_ps(s3, vv, _mm512_loadu_ps(o[3] + d)));
+    }
+    for (; d < n; ++d) {
+        for (int i = 0; i < 4; ++i) o[i][d] = std::fma(a[i], v[d], o[i][d]);
+    }
+}
+// Eight zmm of o (128 elements) stay in registers across the chunk's keys.
+JLLM_AVX512 void pv_f32_avx512(const float* p, int64_t ps, const float* v, int64_t nk, float* o, int64_t n) {
+    int64_t d = 0;
+    for (; d + 128 <= n; d += 128) {
+        __m512 acc[8];
+        for (int i = 0; i < 8; ++i) acc[i] = _mm512_loadu_ps(o + d + 16 * i);
+        for (int64_t j = 0; j < nk; ++j) {
+            const __m512 a = _mm512_set1_ps(p[j * ps]);
+            const float* vj = v + j * n + d;
+            for (int i = 0; i < 8; ++i) acc[i] = _mm512_fmadd_ps(a, _mm512_loadu_ps(vj + 16 * i), acc[i]);
+        }
+        for (int i = 0; i < 8; ++i) _mm512_storeu_ps(o + d + 16 * i, acc[i]);
+    }
+    for (; d + 16 <= n; d += 16) {
+        __m512 acc = _mm512_loadu_ps(o + d);
+        for (int64_t j = 0; j < nk; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j * ps]), _mm512_loadu_ps(v + j * n + d), acc);
+        _mm512_storeu_ps(o + d, acc);
+    }
+    for (; d < n; ++d) {
+        float acc = o[d];
+        for (int64_t j = 0; j < nk; ++j) acc = std::fma(p[j * ps], v[j * n + d], acc);
+        o[d] = acc;
+    }
+}
+JLLM_AVX512 void row_i8_avx512(const int8_t* v, float scale, float* out, int64_t n) {
+    const __m512 s = _mm512_set1_ps(scale);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + d));
+        _mm512_storeu_ps(out + d, _mm512_mul_ps(s, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b))));
+    }
+    for (; d < n; ++d) out[d] = scale * static_cast<float>(v[d]);
+}
+JLLM_AVX512 void row_f16_avx512(const Half* v, float* out, int64_t n) {
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        _mm512_storeu_ps(out + d, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + d))));
+    }
+    for (; d < n; ++d) out[d] = to_f32(v[d]);
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 #if defined(__aarch64__)
@@ -183,12 +292,21 @@ void row_f16_neon(const Half* v, float* out, int64_t n) {
 }
 #endif
 
-const AttnDotKernels kScalar = {dot4_f32_ref, dot1_f32_ref, axpy4_f32_ref, axpy1_f32_ref, row_i8_ref, row_f16_ref};
+const AttnDotKernels kScalar = {dot4_f32_ref,  dot1_f32_ref, axpy4_f32_ref,
+                                axpy1_f32_ref, pv_f32_by_axpy<axpy1_f32_ref>,
+                                row_i8_ref,    row_f16_ref};
 #if defined(__x86_64__)
-const AttnDotKernels kAvx2 = {dot4_f32_avx2, dot1_f32_avx2, axpy4_f32_avx2, axpy1_f32_avx2, row_i8_avx2, row_f16_avx2};
+const AttnDotKernels kAvx2 = {dot4_f32_avx2,  dot1_f32_avx2, axpy4_f32_avx2,
+                              axpy1_f32_avx2, pv_f32_by_axpy<axpy1_f32_avx2>,
+                              row_i8_avx2,    row_f16_avx2};
+const AttnDotKernels kAvx512 = {dot4_f32_avx512,  dot1_f32_avx512, axpy4_f32_avx512,
+                                axpy1_f32_avx512, pv_f32_avx512,   row_i8_avx512,
+                                row_f16_avx512};
 #endif
 #if defined(__aarch64__)
-const AttnDotKernels kNeon = {dot4_f32_neon, dot1_f32_neon, axpy4_f32_neon, axpy1_f32_neon, row_i8_neon, row_f16_neon};
+const AttnDotKernels kNeon = {dot4_f32_neon,  dot1_f32_neon, axpy4_f32_neon,
+                              axpy1_f32_neon, pv_f32_by_axpy<axpy1_f32_neon>,
+                              row_i8_neon,    row_f16_neon};
 #endif
 
 }  // namespace
@@ -197,7 +315,8 @@ const AttnDotKernels& attn_dot_kernels(bool scalar) {
     if (scalar) return kScalar;
     const SimdLevel level = simd_level_active();
 #if defined(__x86_64__)
-    if (level == SimdLevel::Avx2 || level == SimdLevel::Avx512) return kAvx2;
+    if (level == SimdLevel::Avx512) return kAvx512;
+    if (level == SimdLevel::Avx2) return kAvx2;
 #endif
 #if defined(__aarch64__)
     if (level == SimdLevel::Neon) return kNeon;

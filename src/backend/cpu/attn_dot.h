@@ -1,7 +1,8 @@
 // backend/cpu/attn_dot.h — the inner loops of CPU attention over the KV cache: K/V rows (INT8
 // with their scale, or FP16) converted to f32, then Q.K dot products and P.V accumulations of up
 // to four queries per pass, f32 accumulation.
-// A scalar version and an AVX2/FMA/F16C version (NEON on aarch64), chosen once at run time.
+// A scalar version, an AVX2/FMA/F16C and an AVX-512 version (NEON on aarch64), chosen once at
+// run time.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,9 @@ struct AttnDotKernels {
     float (*dot1_f32)(const float* q, const float* k, int64_t n);
     void (*axpy4_f32)(const float* a, const float* v, float* const* o, int64_t n);
     void (*axpy1_f32)(float a, const float* v, float* o, int64_t n);
+    // o[d] += p[j * p_stride] * v[j][d] for j = 0 .. n_keys-1 in order (v: [n_keys][n]); the
+    // same per-element FMA sequence as n_keys axpy1 calls, with o held in registers.
+    void (*pv_f32)(const float* p, int64_t p_stride, const float* v, int64_t n_keys, float* o, int64_t n);
     // Row conversions: out[d] = scale * v[d] (INT8), out[d] = v[d] (FP16).
     void (*row_i8)(const int8_t* v, float scale, float* out, int64_t n);
     void (*row_f16)(const Half* v, float* out, int64_t n);

@@ -117,7 +117,7 @@ public:
         const size_t tq = static_cast<size_t>(attn_tile_queries(c_));
         tile_scores_.bind(scratch_pool_, nth * tq * static_cast<size_t>(n_ctx));
         tile_q_.bind(scratch_pool_, nth * tq * static_cast<size_t>(c_.head_dim));
-        tile_row_.bind(scratch_pool_, nth * static_cast<size_t>(c_.head_dim));
+        tile_row_.bind(scratch_pool_, nth * static_cast<size_t>(ATTN_KCHUNK * c_.head_dim));
         tile_ptrs_.assign(nth * tq, nullptr);
         scratch_bytes_ = static_cast<int64_t>(scratch_pool_.capacity());
     }
@@ -175,7 +175,7 @@ private:
     // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
     PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim]
-    PoolArray<float> tile_row_;     // [n_threads][head_dim] one K or V row in f32
+    PoolArray<float> tile_row_;     // [n_threads][ATTN_KCHUNK][head_dim] K or V rows in f32
     std::vector<float*> tile_ptrs_;  // [n_threads][ATTN_TILE * group]
     int64_t scratch_bytes_ = 0;
     ActivationTap tap_ = nullptr;
@@ -227,7 +227,7 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
     pool_.parallel_for(nkv * n_tiles, [&](int64_t b, int64_t e, int tid) {
         float* sc = tile_scores_.data() + static_cast<size_t>(tid) * tq_max * n_ctx_;  // [nq][n_ctx]
         float* qb = tile_q_.data() + static_cast<size_t>(tid) * tq_max * hd;           // [nq][hd]
-        float* row = tile_row_.data() + static_cast<size_t>(tid) * hd;                  // [hd]
+        float* row = tile_row_.data() + static_cast<size_t>(tid) * ATTN_KCHUNK * hd;    // [KCHUNK][hd]
         float** qp = tile_ptrs_.data() + static_cast<size_t>(tid) * tq_max;
         for (int64_t task = b; task < e; ++task) {
             const int64_t hk = task % nkv, tile = task / nkv;
@@ -245,13 +245,13 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
                 qp[qi] = dst;
             }
             const int64_t n_end = pos0 + t1;  // the last query sees positions [0, n_end)
-            auto load_row = [&](const PoolArray<uint8_t>& kvbuf, const PoolArray<Half>& scales, int64_t j) {
+            auto load_row = [&](const PoolArray<uint8_t>& kvbuf, const PoolArray<Half>& scales, int64_t j, float* dst) {
                 const size_t off = static_cast<size_t>(j * kvd + hk * hd);
                 if (int8) {
                     ak.row_i8(reinterpret_cast<const int8_t*>(kvbuf.data()) + off,
-                              to_f32(scales[static_cast<size_t>(j * nkv + hk)]), row, hd);
+                              to_f32(scales[static_cast<size_t>(j * nkv + hk)]), dst, hd);
                 } else {
-                    ak.row_f16(reinterpret_cast<const Half*>(kvbuf.data()) + off, row, hd);
+                    ak.row_f16(reinterpret_cast<const Half*>(kvbuf.data()) + off, dst, hd);
                 }
             };
             // first query index that may see position j (causal: t >= j - pos0)
@@ -261,7 +261,7 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
             };
             // scores, transposed: sc[j * nq + qi] (contiguous per key position)
             for (int64_t j = 0; j < n_end; ++j) {
-                load_row(l.k, l.k_scale, j);
+                load_row(l.k, l.k_scale, j, row);
                 float* sj = sc + j * nq;
                 int64_t qi = first_query(j);
                 for (; qi + 4 <= nq; qi += 4) {
@@ -301,12 +301,15 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
                 std::fill(out, out + hd, 0.0f);
                 qp[qi] = out;
             }
-            for (int64_t j = 0; j < n_end; ++j) {
-                load_row(l.v, l.v_scale, j);
-                const float* sj = sc + j * nq;
-                int64_t qi = first_query(j);
-                for (; qi + 4 <= nq; qi += 4) ak.axpy4_f32(sj + qi, row, qp + qi, hd);
-                for (; qi < nq; ++qi) ak.axpy1_f32(sj[qi], row, qp[qi], hd);
+            // P.V by chunks of keys: each query's output accumulates the chunk's keys in order
+            // (the same per-element FMA sequence as one key at a time)
+            for (int64_t j0 = 0; j0 < n_end; j0 += ATTN_KCHUNK) {
+                const int64_t j1 = std::min<int64_t>(n_end, j0 + ATTN_KCHUNK);
+                for (int64_t j = j0; j < j1; ++j) load_row(l.v, l.v_scale, j, row + (j - j0) * hd);
+                for (int64_t qi = first_query(j0); qi < nq; ++qi) {
+                    const int64_t jq = std::min<int64_t>(j1, pos0 + t0 + qi / group + 1);  // keys it sees
+                    ak.pv_f32(sc + j0 * nq + qi, nq, row, jq - j0, qp[qi], hd);
+                }
             }
         }
     });

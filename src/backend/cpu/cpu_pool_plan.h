@@ -20,6 +20,9 @@ struct ModelWeights;
 
 // Attention works on tiles of ATTN_TILE query tokens x all query heads of one KV head.
 constexpr int64_t ATTN_TILE = 8;
+// V rows are converted to f32 ATTN_KCHUNK at a time (8 KB at head_dim 128: stays in L1), and
+// each query's output row is accumulated over the chunk in registers.
+constexpr int64_t ATTN_KCHUNK = 16;
 int64_t attn_tile_queries(const ModelConfig& c);
 
 int64_t cpu_kv_pool_bytes(const ModelConfig& c, int n_ctx, KvType kv_type);

@@ -64,25 +64,40 @@ inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
 // Two 256-bit halves -> one zmm.
 inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
+// Sums of four registers of 16 int32 lanes, folded to 4 lanes each: lanes 4t..4t+3 of the
+// result hold a[t] (exact: integer adds). Two rounds of 128-bit quarter shuffles.
+inline __m512i fold4_epi32(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+    const __m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                       _mm512_shuffle_i64x2(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512i y = _mm512_add_epi32(_mm512_shuffle_i64x2(a2, a3, _MM_SHUFFLE(1, 0, 1, 0)),
+                                       _mm512_shuffle_i64x2(a2, a3, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i64x2(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Q4_K: all four tokens share one float accumulator. Per super-block each token's 16-lane
+// integer sum (scales applied) and its 8-lane mins sum are folded to 4 lanes (exact), then
+// one cvt + FMA per term serves the four tokens: the per-token float work that dominated the
+// 4-token kernel (two cvt/FMA pairs and two scalar products per token per super-block, plus
+// two horizontal sums per token at the end) is shared. Missing tokens (NA < 4) are zeros, so
+// a token's lanes see the same operations in every slot and for every NA: its result does
+// not depend on the batch it is in.
 template <int NA>
 void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     const BlockQ4_K* w = static_cast<const BlockQ4_K*>(wv);
     const BlockQ8_K* a[NA];
     for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
-    __m512 acc[NA];
-    __m256 accm[NA];
-    for (int t = 0; t < NA; t++) {
-        acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm256_setzero_ps();
-    }
+    __m512 acc = _mm512_setzero_ps();  // lanes 4t..4t+3: token t
+    __m128 acc1 = _mm_setzero_ps();    // NA == 1: token 0's four lanes
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i ad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
         const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
         const __m256i mins = mins_dup16(sm128);
-        __m512i sumi[NA];
-        for (int t = 0; t < NA; t++) sumi[t] = _mm512_setzero_si512();
+        __m512i sumi[4];
+        for (int t = 0; t < 4; t++) sumi[t] = _mm512_setzero_si512();
         for (int g = 0; g < 4; g++) {
             const __m512i q = _mm512_broadcast_i64x4(loadu(w[i].qs + 32 * g));
             const __m512i v = _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), m4);  // elements 64g .. 64g+63
@@ -91,14 +106,44 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
                 sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(v, loadu512(a[t][i].qs + 64 * g)), s);
             }
         }
-        const float dw = h2f(w[i].d), dmw = h2f(w[i].dmin);
-        for (int t = 0; t < NA; t++) {
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), _mm512_set1_ps(dw * a[t][i].d), acc[t]);
-            const __m256i mm = _mm256_madd_epi16(mins, loadu(a[t][i].bsums));
-            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmw * a[t][i].d), accm[t]);
+        const float dw = h2f(w[i].d), ndm = -h2f(w[i].dmin);
+        if constexpr (NA == 1) {
+            // the same lane arithmetic in 128 bits: one token's folded sums, same factors
+            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[0]), _mm512_extracti64x4_epi64(sumi[0], 1));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+            const __m256i m8 = _mm256_madd_epi16(mins, loadu(a[0][i].bsums));
+            const __m128i m4v = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+            const float ad = a[0][i].d;
+            acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(ad * dw), acc1);
+            acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(m4v), _mm_set1_ps(ad * ndm), acc1);
+        } else {
+            __m256i mm[4];  // m_j * (bsum_2j + bsum_2j+1), 8 lanes per token
+            for (int t = 0; t < 4; t++) mm[t] = _mm256_setzero_si256();
+            for (int t = 0; t < NA; t++) mm[t] = _mm256_madd_epi16(mins, loadu(a[t][i].bsums));
+            const __m512i si = fold4_epi32(sumi[0], sumi[1], sumi[2], sumi[3]);
+            const __m512i m01 = _mm512_inserti64x4(_mm512_castsi256_si512(mm[0]), mm[1], 1);
+            const __m512i m23 = _mm512_inserti64x4(_mm512_castsi256_si512(mm[2]), mm[3], 1);
+            const __m512i mi = _mm512_add_epi32(_mm512_shuffle_i64x2(m01, m23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                                _mm512_shuffle_i64x2(m01, m23, _MM_SHUFFLE(3, 1, 3, 1)));
+            const __m128 ad4 = _mm_setr_ps(a[0][i].d, NA > 1 ? a[NA > 1 ? 1 : 0][i].d : 0.0f,
+                                           NA > 2 ? a[NA > 2 ? 2 : 0][i].d : 0.0f, NA > 3 ? a[NA > 3 ? 3 : 0][i].d : 0.0f);
+            const __m512 ad = _mm512_permutexvar_ps(ad_idx, _mm512_castps128_ps512(ad4));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(ad, _mm512_set1_ps(dw)), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(ad, _mm512_set1_ps(ndm)), acc);
         }
     }
-    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(accm[t]);
+    if constexpr (NA == 1) {
+        const __m128 s1 = _mm_add_ps(acc1, _mm_permute_ps(acc1, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128 s2 = _mm_add_ps(s1, _mm_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
+        out[0] = _mm_cvtss_f32(s2);
+        return;
+    }
+    // token t: (l0 + l1) + (l2 + l3) of its quarter
+    const __m512 s1 = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 s2 = _mm512_add_ps(s1, _mm512_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
+    alignas(64) float r[16];
+    _mm512_store_ps(r, s2);
+    for (int t = 0; t < NA; t++) out[t] = r[4 * t];
 }
 
 // Q5_K: as Q4_K, plus the fifth bit: qh is broadcast to both halves once per super-block and

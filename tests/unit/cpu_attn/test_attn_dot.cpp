@@ -2,6 +2,7 @@
 // reference on random rows of odd lengths (tails), INT8 and FP16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -81,5 +82,30 @@ TEST(AttnDot, MultiQueryKernelsMatchScalar) {
         k.row_f16(h16.data(), conv_a.data(), n);
         ref.row_f16(h16.data(), conv_b.data(), n);
         EXPECT_EQ(conv_a, conv_b);  // fp16 -> f32 is exact
+    }
+}
+
+TEST(AttnDot, ChunkedPvEqualsOneKeyAtATime) {
+    // Bitwise, against the scalar reference too: P.V over a chunk of keys is the same FMA
+    // sequence per element as axpy1 key after key (element-wise, so no summation order differs).
+    const AttnDotKernels& ref = attn_dot_kernels(true);
+    for (bool scalar : {true, false}) {
+        const AttnDotKernels& k = attn_dot_kernels(scalar);
+        std::mt19937 rng(11);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (int64_t n : {5, 64, 128, 131, 256}) {
+            for (int64_t nk : {0, 1, 7, 16}) {
+                const int64_t ps = 3;  // probabilities are strided (one column of the score tile)
+                std::vector<float> p(static_cast<size_t>(std::max<int64_t>(1, nk) * ps)), v(static_cast<size_t>(nk * n));
+                std::vector<float> o(static_cast<size_t>(n)), o_ref;
+                for (float& x : p) x = nd(rng);
+                for (float& x : v) x = nd(rng);
+                for (float& x : o) x = nd(rng);
+                o_ref = o;
+                k.pv_f32(p.data(), ps, v.data(), nk, o.data(), n);
+                for (int64_t j = 0; j < nk; ++j) ref.axpy1_f32(p[j * ps], v.data() + j * n, o_ref.data(), n);
+                EXPECT_EQ(o, o_ref) << "scalar=" << scalar << " n=" << n << " keys=" << nk;
+            }
+        }
     }
 }

@@ -91,6 +91,17 @@ TEST_P(QuantDot, MatchesFloatReferenceAndScalar) {
                         << "vs scalar: " << type_name(c.type) << " n=" << n << " n_act=" << n_act << " t=" << t;
                 }
             }
+            // A token's result does not depend on the batch it is in: slot t of every n_act is the
+            // one-token call on that row, bit for bit (what keeps prefill and decode identical).
+            float one[VEC_DOT_MAX_ACT];
+            for (int t = 0; t < VEC_DOT_MAX_ACT; t++) k->vec_dot(n, wq.data(), act.data() + t * arow, arow, 1, &one[t]);
+            for (int n_act = 2; n_act <= VEC_DOT_MAX_ACT; n_act++) {
+                k->vec_dot(n, wq.data(), act.data(), arow, n_act, got);
+                for (int t = 0; t < n_act; t++) {
+                    EXPECT_EQ(got[t], one[t]) << "batch-invariance: " << type_name(c.type) << " n=" << n
+                                              << " n_act=" << n_act << " t=" << t;
+                }
+            }
         }
     }
 }
