@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -404,6 +405,20 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         const double t_dec = now_ms();
         int generated = 0;
         bool first = true;
+        // Decode steps on the CUDA backend sample from the GPU's top-k candidates when that is
+        // exact for these parameters (Sampler::candidates_suffice) and no logprobs are asked for.
+        int gpu_k = 0, n_cands = 0;
+        std::vector<int32_t> cand_ids;
+        std::vector<float> cand_vals;
+#if JLLM_CUDA
+        if (std::strcmp(m.backend->name(), "cuda") == 0 && req.n_logprobs < 0 &&
+            sampler.candidates_suffice(CUDA_TOPK_MAX, &gpu_k)) {
+            cand_ids.resize(static_cast<size_t>(gpu_k));
+            cand_vals.resize(static_cast<size_t>(gpu_k));
+        } else {
+            gpu_k = 0;
+        }
+#endif
         while (true) {
             if (generated >= max_tokens) {
                 res.finish = FinishReason::Length;
@@ -422,7 +437,8 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             const int32_t raw_top_n = req.n_logprobs;
             if (raw_top_n >= 0) lp = 0.0f;  // computed below on the unmodified logits
             if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
-            const int32_t id = sampler.sample(lg.data(), m.resident);
+            const int32_t id = n_cands > 0 ? sampler.sample_candidates(cand_ids.data(), cand_vals.data(), n_cands, m.resident)
+                                           : sampler.sample(lg.data(), m.resident);
             if (raw_top_n >= 0) lp = token_logprob(raw.data(), static_cast<int32_t>(m.mc.n_vocab), id, raw_top_n, &top);
             if (first) {
                 st.ttft_ms = now_ms() - t_start;
@@ -454,6 +470,14 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 break;
             }
             const int32_t pos = static_cast<int32_t>(m.resident.size());
+#if JLLM_CUDA
+            if (gpu_k > 0) {  // top-k on the GPU: only the candidates cross to the host
+                cuda_backend_forward_topk(*m.backend, id, pos, gpu_k, cand_ids.data(), cand_vals.data());
+                n_cands = gpu_k;
+                m.resident.push_back(id);
+                continue;
+            }
+#endif
             m.backend->forward(&id, 1, pos, LogitsMode::Last, m.logits.data());
             m.resident.push_back(id);
         }

@@ -55,6 +55,66 @@ int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
     for (int32_t i = 0; i < n_vocab_; ++i) {
         if (std::isfinite(logits[i]) || logits[i] > 0) cand_[n++] = Cand{logits[i] * inv_t, i};
     }
+    return draw(n);
+}
+
+bool Sampler::candidates_suffice(int max_k, int* k) const {
+    if (!p_.logit_bias.empty()) return false;
+    const bool penalties = p_.repeat_last_n != 0 &&
+                           (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f);
+    if (penalties && (p_.repeat_penalty < 1.0f || p_.presence_penalty < 0.0f || p_.frequency_penalty < 0.0f)) {
+        return false;  // a penalty that raises logits could lift a token from outside the candidates
+    }
+    const int window = penalties ? p_.repeat_last_n : 0;
+    if (window < 0) return false;  // the whole context: unbounded
+    const int base = p_.temperature <= 0.0f ? 1 : p_.top_k;
+    if (base <= 0) return false;  // sampling from the full distribution
+    const int64_t need = static_cast<int64_t>(base) + window;
+    if (need > max_k || need > n_vocab_) return false;
+    *k = static_cast<int>(need);
+    return true;
+}
+
+int32_t Sampler::sample_candidates(int32_t* ids, float* vals, int n, const std::vector<int32_t>& history) {
+    JLLM_ASSERT(n >= 1);
+    // Penalties on the candidates (the window's counts, as apply_penalties).
+    const bool any = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    if (any && p_.repeat_last_n != 0 && !history.empty()) {
+        const size_t w = p_.repeat_last_n < 0 ? history.size()
+                                              : std::min(history.size(), static_cast<size_t>(p_.repeat_last_n));
+        touched_.clear();
+        for (size_t i = history.size() - w; i < history.size(); ++i) {
+            const int32_t id = history[i];
+            if (id < 0 || id >= n_vocab_) continue;
+            if (counts_[static_cast<size_t>(id)]++ == 0) touched_.push_back(id);
+        }
+        for (int c = 0; c < n; ++c) {
+            if (ids[c] < 0 || ids[c] >= n_vocab_) continue;
+            const float cnt = counts_[static_cast<size_t>(ids[c])];
+            if (cnt == 0) continue;
+            float& l = vals[c];
+            if (p_.repeat_penalty != 1.0f) l = l > 0.0f ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+            l -= cnt * p_.frequency_penalty + p_.presence_penalty;
+        }
+        for (int32_t id : touched_) counts_[static_cast<size_t>(id)] = 0;
+    }
+    if (p_.temperature <= 0.0f) {  // first maximum by id, as the full argmax
+        int best = -1;
+        for (int c = 0; c < n; ++c) {
+            if (ids[c] < 0) continue;
+            if (best < 0 || vals[c] > vals[best] || (vals[c] == vals[best] && ids[c] < ids[best])) best = c;
+        }
+        return best < 0 ? 0 : ids[best];
+    }
+    size_t m = 0;
+    const float inv_t = 1.0f / p_.temperature;
+    for (int c = 0; c < n; ++c) {
+        if (ids[c] >= 0 && (std::isfinite(vals[c]) || vals[c] > 0)) cand_[m++] = Cand{vals[c] * inv_t, ids[c]};
+    }
+    return draw(m);
+}
+
+int32_t Sampler::draw(size_t n) {
     if (n == 0) return 0;
     auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
     if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {

@@ -23,9 +23,18 @@ public:
     // token sequence so far (prompt + generated); the penalty window is its tail.
     int32_t sample(float* logits, const std::vector<int32_t>& history);
 
+    // Candidate sampling (the GPU's top-k path): if these parameters can be served from the k
+    // largest raw logits, returns true and sets *k. Exact because bias is absent and penalties
+    // only lower logits: a token outside the top (top_k + window) cannot rise into the top_k
+    // after at most `window` tokens are penalized. Greedy needs 1 + window.
+    bool candidates_suffice(int max_k, int* k) const;
+    // The same pipeline as sample() on `n` candidates (ids, raw logits; modified in place).
+    int32_t sample_candidates(int32_t* ids, float* vals, int n, const std::vector<int32_t>& history);
+
     const SamplingParams& params() const { return p_; }
 
 private:
+    int32_t draw(size_t n);  // temperature-scaled, sorted candidates cand_[0..n) -> id
     struct Cand {
         float logit;
         int32_t id;

@@ -27,13 +27,16 @@ constexpr int MAX_HD = 256;
 constexpr int MAX_DPL = MAX_HD / WARP;  // output dims per lane
 constexpr int KT = 32;                  // keys per tile
 constexpr int MAX_WARPS = 32;
+constexpr int ATTN_MAX_SPLIT_GRID = 1024;  // splits a combine block can weigh (shared memory)
 
-// Shared memory of one block: q [warps][head_dim] f32 | K tile [KT][row + 16 pad] |
-// V tile [KT][row] | k scales [KT] f32 | v scales [KT] f32. The K rows are padded by 16 bytes
-// so the lanes' 16-byte reads of 32 different rows fall in different banks.
-size_t attention_smem_bytes(int warps, int head_dim, bool int8) {
-    const size_t row = static_cast<size_t>(head_dim) * (int8 ? 1 : 2);
-    return static_cast<size_t>(warps) * head_dim * sizeof(float) + KT * (row + 16) + KT * row + 2 * KT * sizeof(float);
+// Shared memory of one block: q [warps][head_dim] | K tile [KT][head_dim + 4] | V tile
+// [KT][head_dim] | k scales [KT] | v scales [KT], all f32. The cached K/V bytes are converted
+// to f32 once when the tile is loaded (not once per query head and token that reads them). The
+// K rows are padded by 4 floats so the lanes' 16-byte reads of 32 different rows fall in
+// different banks.
+size_t attention_smem_bytes(int warps, int head_dim, bool /*int8*/) {
+    const size_t hd = static_cast<size_t>(head_dim);
+    return (static_cast<size_t>(warps) * hd + KT * (hd + 4) + KT * hd + 2 * KT) * sizeof(float);
 }
 
 // Keys per split for a KV length of n_kv over at most max_split splits, and the splits used.
@@ -54,13 +57,13 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     const int group = p.n_head / p.n_head_kv;
     const int hd = p.head_dim, nd = hd / WARP;
     const int row = hd * (INT8 ? 1 : 2);  // bytes of one cached head vector
-    const int kstride = row + 16;
+    const int kstride = hd + 4;           // floats
     const int n_warps = blockDim.x / WARP;
-    float* qs = reinterpret_cast<float*>(smem);                            // [n_warps][hd]
-    uint8_t* kt = smem + static_cast<size_t>(n_warps) * hd * sizeof(float);  // [KT][kstride]
-    uint8_t* vt = kt + KT * kstride;                                         // [KT][row]
-    float* ksc = reinterpret_cast<float*>(vt + KT * row);                    // [KT]
-    float* vsc = ksc + KT;                                                   // [KT]
+    float* qs = reinterpret_cast<float*>(smem);  // [n_warps][hd]
+    float* kt = qs + n_warps * hd;               // [KT][kstride]
+    float* vt = kt + KT * kstride;               // [KT][hd]
+    float* ksc = vt + KT * hd;                   // [KT]
+    float* vsc = ksc + KT;                       // [KT]
 
     const int hk = blockIdx.x, s = blockIdx.z;
     if (p.pos_dev) p.pos0 = *p.pos_dev;
@@ -98,8 +101,33 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
         for (int u = threadIdx.x; u < n_tile * units; u += blockDim.x) {
             const int j = u / units, c = u % units;
             const int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * row + c * 16;
-            *reinterpret_cast<uint4*>(kt + j * kstride + c * 16) = ld16(kc + off);
-            *reinterpret_cast<uint4*>(vt + j * row + c * 16) = ld16(vc + off);
+            const uint4 kv = ld16(kc + off), vv = ld16(vc + off);
+            constexpr int EPU = INT8 ? 16 : 8;  // elements per 16-byte unit
+            float* kd = kt + j * kstride + c * EPU;
+            float* vd = vt + j * hd + c * EPU;
+#pragma unroll
+            for (int e = 0; e < EPU; e += 4) {
+                float4 kf, vf;
+                if (INT8) {
+                    kf = make_float4(static_cast<int8_t>(byte_of(kv, e)), static_cast<int8_t>(byte_of(kv, e + 1)),
+                                     static_cast<int8_t>(byte_of(kv, e + 2)), static_cast<int8_t>(byte_of(kv, e + 3)));
+                    vf = make_float4(static_cast<int8_t>(byte_of(vv, e)), static_cast<int8_t>(byte_of(vv, e + 1)),
+                                     static_cast<int8_t>(byte_of(vv, e + 2)), static_cast<int8_t>(byte_of(vv, e + 3)));
+                } else {
+                    const uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w}, vw[4] = {vv.x, vv.y, vv.z, vv.w};
+                    const int w0 = e / 2;
+                    kf = make_float4(fp16_to_f32(static_cast<uint16_t>(kw[w0] & 0xFFFFu)),
+                                     fp16_to_f32(static_cast<uint16_t>(kw[w0] >> 16)),
+                                     fp16_to_f32(static_cast<uint16_t>(kw[w0 + 1] & 0xFFFFu)),
+                                     fp16_to_f32(static_cast<uint16_t>(kw[w0 + 1] >> 16)));
+                    vf = make_float4(fp16_to_f32(static_cast<uint16_t>(vw[w0] & 0xFFFFu)),
+                                     fp16_to_f32(static_cast<uint16_t>(vw[w0] >> 16)),
+                                     fp16_to_f32(static_cast<uint16_t>(vw[w0 + 1] & 0xFFFFu)),
+                                     fp16_to_f32(static_cast<uint16_t>(vw[w0 + 1] >> 16)));
+                }
+                *reinterpret_cast<float4*>(kd + e) = kf;
+                *reinterpret_cast<float4*>(vd + e) = vf;
+            }
         }
         if (INT8 && static_cast<int>(threadIdx.x) < n_tile) {
             const int64_t si = static_cast<int64_t>(base + threadIdx.x) * p.n_head_kv + hk;
@@ -114,28 +142,16 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
         float sc = -INFINITY;
         float vscale = 1.0f;
         if (valid) {
-            const uint8_t* kr = kt + lane * kstride;
+            const float* kr = kt + lane * kstride;
             float dot = 0.0f;
+            for (int d0 = 0; d0 < hd; d0 += 4) {
+                const float4 kv = *reinterpret_cast<const float4*>(kr + d0);
+                const float4 qv = *reinterpret_cast<const float4*>(q_s + d0);
+                dot += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+            }
             if (INT8) {
-                for (int d0 = 0; d0 < hd; d0 += 16) {
-                    const uint4 v = *reinterpret_cast<const uint4*>(kr + d0);
-#pragma unroll
-                    for (int b = 0; b < 16; ++b) {
-                        dot += q_s[d0 + b] * static_cast<float>(static_cast<int8_t>(byte_of(v, b)));
-                    }
-                }
                 dot *= ksc[lane];
                 vscale = vsc[lane];
-            } else {
-                for (int d0 = 0; d0 < hd; d0 += 8) {
-                    const uint4 v = *reinterpret_cast<const uint4*>(kr + 2 * d0);
-                    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                    for (int b = 0; b < 4; ++b) {
-                        dot += q_s[d0 + 2 * b] * fp16_to_f32(static_cast<uint16_t>(w[b] & 0xFFFFu));
-                        dot += q_s[d0 + 2 * b + 1] * fp16_to_f32(static_cast<uint16_t>(w[b] >> 16));
-                    }
-                }
             }
             sc = dot * inv_sqrt;
         }
@@ -149,15 +165,10 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
         const float pv = pr * vscale;
         for (int jj = 0; jj < n_here; ++jj) {
             const float pj = __shfl_sync(0xffffffffu, pv, jj);
-            const uint8_t* vr = vt + jj * row;
+            const float* vr = vt + jj * hd;
 #pragma unroll
             for (int i = 0; i < MAX_DPL; ++i) {
-                if (i < nd) {
-                    const int d = lane + WARP * i;
-                    const float vv = INT8 ? static_cast<float>(static_cast<int8_t>(vr[d]))
-                                          : fp16_to_f32(reinterpret_cast<const uint16_t*>(vr)[d]);
-                    acc[i] += pj * vv;
-                }
+                if (i < nd) acc[i] += pj * vr[lane + WARP * i];
             }
         }
     }
@@ -185,26 +196,41 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     }
 }
 
-// One block of head_dim threads per (head, token); with out_q8, warp w also quantizes dims
-// 32w..32w+31 (one act_q8 block).
+// One block of head_dim threads per (head, token): the splits' (m, l) are read once into
+// shared memory (one per thread), their weights exp(m_s - max) formed there, then each thread
+// sums its dimension over the splits (loads independent of each other and coalesced). With
+// out_q8, warp w also quantizes dims 32w..32w+31 (one act_q8 block).
 __global__ void kernel_attention_combine(AttentionParams p, int n_split) {
+    __shared__ float f[ATTN_MAX_SPLIT_GRID];
+    __shared__ float red[MAX_HD / WARP];
     const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
     const int hd = p.head_dim;
     if (p.pos_dev) p.pos0 = *p.pos_dev;
     int per_split, n_used;
     split_plan(p.pos0 + p.n_tok, n_split, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
+    // max over the splits' m (an empty split has m = -inf, l = 0)
     float mx = -INFINITY;
-    for (int s = 0; s < n_used; ++s) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
-    float l = 0.0f, a = 0.0f;
+    for (int s = d; s < n_used; s += hd) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
+    mx = warp_max(mx);
+    if (d % WARP == 0) red[d / WARP] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int i = 1; i < hd / WARP; ++i) mx = fmaxf(mx, red[i]);
+    for (int s = d; s < n_used; s += hd) {
+        const float ls = w[s * (hd + 2) + hd + 1];
+        f[s] = ls > 0.0f ? expf(w[s * (hd + 2) + hd] - mx) : 0.0f;
+    }
+    __syncthreads();
+    float l = 0.0f, acc = 0.0f;
+#pragma unroll 8
     for (int s = 0; s < n_used; ++s) {
         const float* ws = w + s * (hd + 2);
-        const float f = ws[hd + 1] > 0.0f ? expf(ws[hd] - mx) : 0.0f;
-        l += ws[hd + 1] * f;
-        a += ws[d] * f;
+        l += ws[hd + 1] * f[s];
+        acc += ws[d] * f[s];
     }
     const int64_t o = (static_cast<int64_t>(t) * p.n_head + h) * hd + d;
-    const float v = a / l;
+    const float v = acc / l;
     p.out[o] = v;
     if (p.out_q8) {
         int8_t* q = static_cast<int8_t*>(p.out_q8);
@@ -230,6 +256,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
     // made here.
     int n_split = 1;
     const bool can_split = p.n_tok == 1 && p.max_split > 1 && p.work != nullptr;
+    JLLM_ASSERT(p.max_split <= ATTN_MAX_SPLIT_GRID);
     if (p.pos_dev != nullptr) {
         JLLM_ASSERT_MSG(p.n_tok == 1, "attention: device-side position is for single-token decode");
         n_split = can_split ? p.max_split : 1;

@@ -109,6 +109,7 @@ public:
         tap_ctx_ = ctx;
     }
     int32_t forward_argmax(int32_t token, int pos);
+    void forward_topk(int32_t token, int pos, int k, int32_t* ids, float* vals);
 
 private:
     void* alloc(size_t bytes) {
@@ -119,7 +120,8 @@ private:
     }
     void tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width);
     void matmul(const DevWeight& w, const float* x, int n_tok, float* y, MatOut out, const DevWeight* w2 = nullptr) {
-        cuda::launch_matmul(w.type, w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_);
+        cuda::launch_matmul(w.type, w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_,
+                            gemm_work_, gemm_work_floats_);
     }
     // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
     // pos0.. (read from pos_dev on the device when it is not null: graph capture).
@@ -163,7 +165,12 @@ private:
     float* attn_work_ = nullptr;
     int32_t* tokens_dev_ = nullptr;
     int32_t* argmax_dev_ = nullptr;
+    float* topk_work_ = nullptr;  // launch_topk's work, then the k values and ids
+    float* topk_vals_ = nullptr;
+    int32_t* topk_ids_ = nullptr;
     void* xq_ = nullptr;  // 8-bit activations, act_q8 layout, up to GEMV_MAX_TOKENS rows
+    float* gemm_work_ = nullptr;  // split-K partial sums of prefill GEMMs with small grids
+    size_t gemm_work_floats_ = 0;
     bool use_q8_ = false;  // every matrix has a dp4a GEMV
     int64_t scratch_bytes_ = 0;
 
@@ -395,6 +402,15 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     const bool mixed_ffn = std::any_of(layers_.begin(), layers_.end(),
                                        [](const DevLayer& l) { return l.w_gate.type != l.w_up.type; });
     if (mixed_ffn) u_ = fbuf(B * c_.n_ff);
+    // Split-K work for the non-SwiGLU products (rows up to max(q_dim, n_embd, kv_dim)): up to
+    // GEMM_MAX_SPLIT parts for batches of up to 64 tokens, two parts for full batches (launch_gemm
+    // lowers the split to what fits).
+    if (n_batch_ > cuda::GEMV_MAX_TOKENS) {
+        const int64_t wrows = std::max({c_.q_dim(), c_.n_embd, c_.kv_dim()});
+        gemm_work_floats_ = std::max(cuda::gemm_work_floats(std::min(n_batch_, 64), wrows),
+                                     static_cast<size_t>(2) * B * static_cast<size_t>(wrows));
+        gemm_work_ = fbuf(gemm_work_floats_);
+    }
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
     release_graph();  // it points into the buffers being replaced
     max_split_ = std::min(cuda::ATTN_MAX_SPLIT,
@@ -404,6 +420,10 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
     argmax_dev_ = static_cast<int32_t*>(alloc(sizeof(int32_t)));
     step_dev_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
+    const int k_max = static_cast<int>(std::min<int64_t>(cuda::TOPK_MAX, c_.n_vocab));
+    topk_work_ = fbuf(cuda::topk_work_floats(c_.n_vocab, k_max));
+    topk_vals_ = fbuf(static_cast<size_t>(k_max));
+    topk_ids_ = static_cast<int32_t*>(alloc(static_cast<size_t>(k_max) * sizeof(int32_t)));
     if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, 2 * sizeof(int32_t)));
     const int64_t widest = std::max({c_.n_embd, c_.q_dim(), c_.n_ff});
     const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) : 0;
@@ -705,6 +725,28 @@ int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
     return id;
 }
 
+void CudaBackend::forward_topk(int32_t token, int pos, int k, int32_t* ids, float* vals) {
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
+    JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
+    JLLM_ASSERT(k >= 1 && k <= cuda::TOPK_MAX && k <= c_.n_vocab);
+    if (!(graph_usable() && decode_graph(token, pos))) {
+        prof("start");
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
+        run_layers(&token, tokens_dev_, 1, pos, nullptr);
+        final_norm(0, 1);
+        logits_rows(0, 1);
+    }
+    cuda::launch_topk(logits_dev_, c_.n_vocab, k, topk_work_, topk_vals_, topk_ids_, stream_);
+    prof("top-k");
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(vals, topk_vals_, static_cast<size_t>(k) * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream_));
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(ids, topk_ids_, static_cast<size_t>(k) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                    stream_));
+    JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    prof_collect();
+}
+
 void CudaBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
     JLLM_ASSERT(pos0 >= 0 && n_pos >= 0 && pos0 + n_pos <= n_ctx_);
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
@@ -790,6 +832,10 @@ void cuda_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx) { as_c
 
 int32_t cuda_backend_forward_argmax(Backend& backend, int32_t token, int pos) {
     return as_cuda(backend).forward_argmax(token, pos);
+}
+
+void cuda_backend_forward_topk(Backend& backend, int32_t token, int pos, int k, int32_t* ids, float* vals) {
+    as_cuda(backend).forward_topk(token, pos, k, ids, vals);
 }
 
 }  // namespace jllm

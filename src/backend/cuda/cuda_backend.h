@@ -28,4 +28,10 @@ void cuda_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx);
 // on the GPU (4 bytes cross to the host instead of n_vocab floats).
 int32_t cuda_backend_forward_argmax(Backend& backend, int32_t token, int pos);
 
+// Top-k decode path: runs `token` at `pos` and returns the k (<= 128) largest logits, best
+// first (ties to the lower id), computed on the GPU: 8 k bytes cross to the host instead of
+// n_vocab floats. Sampling among them is exact for greedy and top-k sampling (engine/sampler.h).
+constexpr int CUDA_TOPK_MAX = 128;
+void cuda_backend_forward_topk(Backend& backend, int32_t token, int pos, int k, int32_t* ids, float* vals);
+
 }  // namespace jllm

@@ -48,11 +48,16 @@ void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int
                  int n_tok, float* y, MatOut out, void* stream);
 // Prefill GEMM on tensor cores (mma.sync m16n8k16): any n_tok; weight tiles dequantized to
 // fp16 in shared memory, activations rounded to fp16 (saturated at +-65504), fp32 sums.
+// With a work buffer (gemm_work_floats(n_tok, rows) floats), a grid too small to fill the GPU
+// is split over the columns (up to GEMM_MAX_SPLIT parts, not for SwiGLU) and the partial sums
+// are added in a fixed order by a second kernel (deterministic).
+constexpr int GEMM_MAX_SPLIT = 8;
+size_t gemm_work_floats(int n_tok, int64_t rows);
 void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                 int n_tok, float* y, MatOut out, void* stream);
+                 int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
 // Picks GEMV or GEMM by n_tok.
 void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                   int n_tok, float* y, MatOut out, void* stream);
+                   int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
 // Twin of launch_gemm: dequantized weights and activations rounded to fp16 as the kernel does,
@@ -173,6 +178,14 @@ void attention_ref(const AttentionParams& p);  // host pointers
 // ---- greedy sampling: out[0] = index of the first maximum of x[n] ----
 void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream);
 int32_t argmax_ref(const float* x, int64_t n);
+
+// ---- top-k: the k largest of x[n], best first (ties to the lower index; NaN counts as -inf) ----
+// Two passes (4,096-value slices, then the slices' candidates); `work` holds
+// topk_work_floats(n, k) floats. Sampling from these k is exact for top-k sampling.
+constexpr int TOPK_MAX = 128;
+size_t topk_work_floats(int64_t n, int k);
+void launch_topk(const float* x, int64_t n, int k, float* work, float* vals, int32_t* ids, void* stream);
+void topk_ref(const float* x, int64_t n, int k, float* vals, int32_t* ids);
 
 }  // namespace cuda
 }  // namespace jllm

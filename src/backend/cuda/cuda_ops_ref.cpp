@@ -240,5 +240,18 @@ int32_t argmax_ref(const float* x, int64_t n) {
     return static_cast<int32_t>(best);
 }
 
+void topk_ref(const float* x, int64_t n, int k, float* vals, int32_t* ids) {
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
+    auto val = [&](int64_t i) { return std::isnan(x[i]) ? -INFINITY : x[i]; };
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
+        return val(a) > val(b) || (val(a) == val(b) && a < b);
+    });
+    for (int i = 0; i < k; ++i) {
+        vals[i] = val(idx[static_cast<size_t>(i)]);
+        ids[i] = static_cast<int32_t>(idx[static_cast<size_t>(i)]);
+    }
+}
+
 }  // namespace cuda
 }  // namespace jllm

@@ -15,6 +15,8 @@
 // gemm_f16_ref).
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
@@ -55,10 +57,17 @@ __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
 __device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 // w, w2: [rows][row_bytes]; x: [n_tok][cols]; y: [n_tok][rows].
+// Split-K (grid z > 1): block z covers column steps [z * S / Z, (z + 1) * S / Z) and stores
+// its partial sums to y + z * n_tok * rows (a work buffer); kernel_splitk_reduce adds them in
+// order, so results do not depend on scheduling.
 template <GgmlType T, int BN>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
                     size_t row_bytes, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
+    const int64_t n_steps = (cols + MMA_BK - 1) / MMA_BK;
+    const int64_t k_first = n_steps * blockIdx.z / gridDim.z * MMA_BK;
+    const int64_t k_last = n_steps * (blockIdx.z + 1) / gridDim.z * MMA_BK;
+    if (gridDim.z > 1) y += static_cast<int64_t>(blockIdx.z) * n_tok * rows;
     constexpr int WARPS_N = BN / 32;
     constexpr int WARPS_M = 8 / WARPS_N;
     constexpr int WM = MMA_BM / WARPS_M;  // A rows per warp
@@ -88,7 +97,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
 #pragma unroll
             for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
 
-    for (int64_t k0 = 0; k0 < cols; k0 += MMA_BK) {
+    for (int64_t k0 = k_first; k0 < k_last; k0 += MMA_BK) {
         // A: one chunk per thread, dequantized to fp16.
         {
             const int64_t c = k0 / 32 + ah;
@@ -172,38 +181,72 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     }
 }
 
+// y[i] (= or +=) sum over z of work[z][i], z in order; n = n_tok * rows.
+__global__ void kernel_splitk_reduce(const float* __restrict__ work, int split, int64_t n, float* __restrict__ y,
+                                     int add) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s = work[i];
+    for (int z = 1; z < split; ++z) s += work[z * n + i];
+    y[i] = add ? y[i] + s : s;
+}
+
+// Enough blocks to give every SM two.
+constexpr int GEMM_TARGET_BLOCKS = 264;
+
 }  // namespace
 
+size_t gemm_work_floats(int n_tok, int64_t rows) {
+    return static_cast<size_t>(GEMM_MAX_SPLIT) * static_cast<size_t>(n_tok) * static_cast<size_t>(rows);
+}
+
 void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                 int n_tok, float* y, MatOut out, void* stream) {
+                 int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
     const size_t rb = row_size(type, cols);
     const int64_t rows_per_block = out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM;
-    const bool wide = n_tok > 64;
+    const int64_t row_blocks = (rows + rows_per_block - 1) / rows_per_block;
+    // 128-token tiles only when they still give every SM two blocks.
+    const bool wide = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS;
     const int bn = wide ? 128 : 64;
-    const dim3 grid(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
-                    static_cast<unsigned>((n_tok + bn - 1) / bn));
+    const int64_t blocks = row_blocks * ((n_tok + bn - 1) / bn);
+    // Split the columns when the grid is small (few rows, few tokens), keeping >= 4 steps each.
+    int split = 1;
+    const int64_t steps = (cols + MMA_BK - 1) / MMA_BK;
+    if (out != MatOut::SwiGLU && work != nullptr && blocks < GEMM_TARGET_BLOCKS) {
+        split = static_cast<int>(std::min<int64_t>({GEMM_MAX_SPLIT, (GEMM_TARGET_BLOCKS + blocks - 1) / blocks, steps / 4}));
+        while (split > 1 && static_cast<size_t>(split) * n_tok * rows > work_floats) --split;
+        split = std::max(split, 1);
+    }
+    const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>((n_tok + bn - 1) / bn),
+                    static_cast<unsigned>(split));
+    float* dst = split > 1 ? work : y;
+    const int mode = split > 1 ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
     const bool ok = dispatch_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         if (wide) {
             kernel_gemm_mma<T, 128><<<grid, MMA_THREADS, 0, as_stream(stream)>>>(
-                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, y,
-                static_cast<int>(out));
+                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, dst, mode);
         } else {
             kernel_gemm_mma<T, 64><<<grid, MMA_THREADS, 0, as_stream(stream)>>>(
-                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, y,
-                static_cast<int>(out));
+                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, dst, mode);
         }
     });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
+    if (split > 1) {
+        const int64_t n = static_cast<int64_t>(n_tok) * rows;
+        kernel_splitk_reduce<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
+            work, split, n, y, out == MatOut::Add ? 1 : 0);
+        JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+    }
 }
 
 void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                   int n_tok, float* y, MatOut out, void* stream) {
+                   int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
     if (n_tok <= GEMV_MAX_TOKENS) launch_gemv(type, w, w2, rows, cols, x, n_tok, y, out, stream);
-    else launch_gemm(type, w, w2, rows, cols, x, n_tok, y, out, stream);
+    else launch_gemm(type, w, w2, rows, cols, x, n_tok, y, out, stream, work, work_floats);
 }
 
 }  // namespace cuda

@@ -7,6 +7,9 @@
 // weight byte is read once for all n_tok (<= GEMV_MAX_TOKENS) tokens. Accumulation in fp32,
 // one warp reduction per token at the end; the epilogue stores, adds (residual) or applies
 // SwiGLU with a second weight matrix read in the same pass.
+#include <algorithm>
+#include <type_traits>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
@@ -138,36 +141,110 @@ struct GemvQ8Args {
     int ks;  // warps per row: 1, 2 or 4
 };
 
+// The unit of work of one lane: one 32-element chunk, or for Q4_K the two chunks that share
+// a 32-byte run of quants (low and high nibbles) and the block header — one 48-byte read for 64
+// weights instead of two.
+template <GgmlType T>
+struct GemvUnit {
+    static constexpr int CHUNKS = 1;
+};
+template <>
+struct GemvUnit<GgmlType::Q4_K> {
+    static constexpr int CHUNKS = 2;
+};
+
+__device__ __forceinline__ int dot8(const uint32_t* q, uint4 x0, uint4 x1) {
+    const int d = dp4a_i8(q[3], x0.w, dp4a_i8(q[2], x0.z, dp4a_i8(q[1], x0.y, dp4a_i8(q[0], x0.x, 0))));
+    return dp4a_i8(q[7], x1.w, dp4a_i8(q[6], x1.z, dp4a_i8(q[5], x1.y, dp4a_i8(q[4], x1.x, d))));
+}
+
+// Units c, c + step, ... (U of them) of one row into acc[NT]. `live` (warp-uniform) bounds the
+// slots: a slot past the row's units for the whole warp is skipped; within a live slot, lanes
+// past the end read a valid unit and weigh it by zero.
 template <GgmlType T, int NT, int U>
-__device__ __forceinline__ void gemv_q8_batch(const uint8_t* wr, int64_t c, int64_t step, int64_t n_chunks,
-                                              const GemvQ8Args& a, float* acc) {
-    uint32_t q[U][8];
-    float sa[U][2], sb[U][2];
-    int64_t cc[U];
+__device__ __forceinline__ void gemv_q8_batch(const uint8_t* wr, int64_t c, int64_t step, int64_t n_units,
+                                              int live, const GemvQ8Args& a, float* acc) {
+    const int64_t n_chunks = a.cols / 32;
+    if constexpr (GemvUnit<T>::CHUNKS == 2) {
+        // Q4_K pair p of a 256-block: chunks 2p, 2p + 1 = low / high nibbles of qs[32p..32p+31].
+        uint4 hdr[U], v0[U], v1[U];
+        int64_t cc[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const int64_t cu = c + u * step;
-        cc[u] = cu < n_chunks ? cu : n_chunks - 1;
-        ChunkQ8<T>::run(wr, cc[u], q[u], sa[u], sb[u]);
-        if (cu >= n_chunks) sa[u][0] = sa[u][1] = sb[u][0] = sb[u][1] = 0.0f;
-    }
+        for (int u = 0; u < U; ++u) {
+            if (u < live) {
+                const int64_t cu = c + u * step;
+                cc[u] = cu < n_units ? cu : n_units - 1;
+                const uint8_t* blk = wr + (cc[u] / 4) * sizeof(BlockQ4_K);
+                const int p = static_cast<int>(cc[u] % 4);
+                hdr[u] = ld16(blk);
+                v0[u] = ld16(blk + 16 + 32 * p);
+                v1[u] = ld16(blk + 32 + 32 * p);
+            }
+        }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+        for (int u = 0; u < U; ++u) {
+            if (u >= live) continue;
+            const int p = static_cast<int>(cc[u] % 4);
+            float sc0, mn0, sc1, mn1;
+            scale_min_k4_words(hdr[u].y, hdr[u].z, hdr[u].w, 2 * p, &sc0, &mn0);
+            scale_min_k4_words(hdr[u].y, hdr[u].z, hdr[u].w, 2 * p + 1, &sc1, &mn1);
+            float d = fp16_to_f32(static_cast<uint16_t>(hdr[u].x & 0xFFFFu));
+            float dmin = fp16_to_f32(static_cast<uint16_t>(hdr[u].x >> 16));
+            if (c + u * step >= n_units) d = dmin = 0.0f;
+            const float a0 = d * sc0, a1 = d * sc1, b0 = -(dmin * mn0), b1 = -(dmin * mn1);
+            const uint32_t w[8] = {v0[u].x, v0[u].y, v0[u].z, v0[u].w, v1[u].x, v1[u].y, v1[u].z, v1[u].w};
+            uint32_t lo[8], hi[8];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 32);
-            const uint4 x0 = ld16(xp), x1 = ld16(xp + 16);
-            const float4 s = __ldg(a.xs + t * n_chunks + cc[u]);
-            const uint32_t* qu = q[u];
-            const int d0 = dp4a_i8(qu[3], x0.w, dp4a_i8(qu[2], x0.z, dp4a_i8(qu[1], x0.y, dp4a_i8(qu[0], x0.x, 0))));
-            const int d1 = dp4a_i8(qu[7], x1.w, dp4a_i8(qu[6], x1.z, dp4a_i8(qu[5], x1.y, dp4a_i8(qu[4], x1.x, 0))));
-            acc[t] += (sa[u][0] * static_cast<float>(d0) + sa[u][1] * static_cast<float>(d1)) * s.x +
-                      sb[u][0] * s.y + sb[u][1] * s.z;
+            for (int k = 0; k < 8; ++k) {
+                lo[k] = w[k] & 0x0F0F0F0Fu;
+                hi[k] = (w[k] >> 4) & 0x0F0F0F0Fu;
+            }
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 64);
+                const float4* sp = a.xs + t * n_chunks + 2 * cc[u];
+                const float4 s0 = __ldg(sp), s1 = __ldg(sp + 1);
+                const int d0 = dot8(lo, ld16(xp), ld16(xp + 16));
+                const int d1 = dot8(hi, ld16(xp + 32), ld16(xp + 48));
+                acc[t] += (a0 * static_cast<float>(d0)) * s0.x + b0 * (s0.y + s0.z) +
+                          (a1 * static_cast<float>(d1)) * s1.x + b1 * (s1.y + s1.z);
+            }
+        }
+    } else {
+        uint32_t q[U][8];
+        float sa[U][2], sb[U][2];
+        int64_t cc[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (u < live) {
+                const int64_t cu = c + u * step;
+                cc[u] = cu < n_units ? cu : n_units - 1;
+                ChunkQ8<T>::run(wr, cc[u], q[u], sa[u], sb[u]);
+                if (cu >= n_units) sa[u][0] = sa[u][1] = sb[u][0] = sb[u][1] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (u >= live) continue;
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 32);
+                const uint4 x0 = ld16(xp), x1 = ld16(xp + 16);
+                const float4 s = __ldg(a.xs + t * n_chunks + cc[u]);
+                const uint32_t* qu = q[u];
+                const int d0 =
+                    dp4a_i8(qu[3], x0.w, dp4a_i8(qu[2], x0.z, dp4a_i8(qu[1], x0.y, dp4a_i8(qu[0], x0.x, 0))));
+                const int d1 =
+                    dp4a_i8(qu[7], x1.w, dp4a_i8(qu[6], x1.z, dp4a_i8(qu[5], x1.y, dp4a_i8(qu[4], x1.x, 0))));
+                acc[t] += (sa[u][0] * static_cast<float>(d0) + sa[u][1] * static_cast<float>(d1)) * s.x +
+                          sb[u][0] * s.y + sb[u][1] * s.z;
+            }
         }
     }
 }
 
-template <GgmlType T, int NT>
+// UB: units per lane per batch (2 when rows are short: fewer registers, more warps resident).
+template <GgmlType T, int NT, int UB>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Args a) {
     __shared__ float part[2][GEMV_Q8_WARPS][NT];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
@@ -188,18 +265,26 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
     for (int t = 0; t < NT; ++t) acc[t] = acc2[t] = 0.0f;
     if (valid) {
         const uint8_t* wr = (seg == 0 ? a.w[0] : (seg == 1 ? a.w[1] : a.w[2])) + lr * a.row_bytes;
+        const int64_t n_units = n_chunks / GemvUnit<T>::CHUNKS;
         const int64_t step = static_cast<int64_t>(WARP) * ks;
+        // Slots of a batch that hold a unit for at least lane 0 of this warp (warp-uniform).
+        auto live_slots = [&](int64_t c0, int u_max) {
+            const int64_t left = n_units - c0;
+            return static_cast<int>(left <= 0 ? 0 : std::min<int64_t>(u_max, (left + step - 1) / step));
+        };
+        const int64_t first = static_cast<int64_t>(kp) * WARP;  // lane 0's first unit
         if (!swiglu) {
-            constexpr int U = 4;
-            for (int64_t c = kp * WARP + lane; c < n_chunks; c += U * step) {
-                gemv_q8_batch<T, NT, U>(wr, c, step, n_chunks, a, acc);
+            constexpr int U = UB;
+            for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
+                gemv_q8_batch<T, NT, U>(wr, c0 + lane, step, n_units, live_slots(c0, U), a, acc);
             }
         } else {
             constexpr int U = 2;
             const uint8_t* wr2 = a.w2 + lr * a.row_bytes;
-            for (int64_t c = kp * WARP + lane; c < n_chunks; c += U * step) {
-                gemv_q8_batch<T, NT, U>(wr, c, step, n_chunks, a, acc);
-                gemv_q8_batch<T, NT, U>(wr2, c, step, n_chunks, a, acc2);
+            for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
+                const int live = live_slots(c0, U);
+                gemv_q8_batch<T, NT, U>(wr, c0 + lane, step, n_units, live, a, acc);
+                gemv_q8_batch<T, NT, U>(wr2, c0 + lane, step, n_units, live, a, acc2);
             }
         }
     }
@@ -241,15 +326,28 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
 
 template <GgmlType T>
 void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream_t st) {
-    const int64_t n_chunks = a.cols / 32;
-    a.ks = n_chunks >= 256 ? 4 : (n_chunks >= 128 ? 2 : 1);
+    // Warps per row: more when a lane would otherwise walk more than one batch of 4 units, or
+    // when the matrix has too few rows to keep every SM loading, while each lane keeps a unit.
+    const int64_t n_units = a.cols / 32 / GemvUnit<T>::CHUNKS;
+    auto per_lane = [&](int ks) { return (n_units + WARP * ks - 1) / (WARP * ks); };
+    a.ks = 1;
+    while (a.ks < GEMV_Q8_WARPS &&
+           (per_lane(a.ks) > 4 || (total_rows * a.ks < 8192 && n_units >= static_cast<int64_t>(WARP) * 2 * a.ks))) {
+        a.ks *= 2;
+    }
     const int rows_per_block = GEMV_Q8_WARPS / a.ks;
     const dim3 grid(static_cast<unsigned>((total_rows + rows_per_block - 1) / rows_per_block));
+    const bool short_rows = per_lane(a.ks) <= 2;
+    auto go = [&](auto nt) {
+        constexpr int NT = decltype(nt)::value;
+        if (short_rows) kernel_gemv_q8<T, NT, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else kernel_gemv_q8<T, NT, 4><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+    };
     switch (n_tok) {
-        case 1: kernel_gemv_q8<T, 1><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
-        case 2: kernel_gemv_q8<T, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
-        case 3: kernel_gemv_q8<T, 3><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
-        default: kernel_gemv_q8<T, 4><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a); break;
+        case 1: go(std::integral_constant<int, 1>{}); break;
+        case 2: go(std::integral_constant<int, 2>{}); break;
+        case 3: go(std::integral_constant<int, 3>{}); break;
+        default: go(std::integral_constant<int, 4>{}); break;
     }
 }
 

@@ -299,3 +299,118 @@ void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream) {
 
 }  // namespace cuda
 }  // namespace jllm
+
+namespace jllm {
+namespace cuda {
+
+// ---------------------------------------------------------------- top-k
+
+namespace {
+
+constexpr int TOPK_THREADS = 256;
+constexpr int TOPK_SLICE = 4096;  // values per first-pass block (in shared memory)
+
+// Block-wide best (value, index) of `v` over the block; ties to the lower index, NaN never wins.
+__device__ void block_best(float& bv, int64_t& bi, float* sv, int64_t* si) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (better(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
+    if (lane == 0) {
+        sv[wid] = bv;
+        si[wid] = bi;
+    }
+    __syncthreads();
+    if (wid == 0) {
+        const int nw = blockDim.x / WARP;
+        bv = lane < nw ? sv[lane] : -INFINITY;
+        bi = lane < nw ? si[lane] : INT64_MAX;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (better(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        if (lane == 0) {
+            sv[0] = bv;
+            si[0] = bi;
+        }
+    }
+    __syncthreads();
+    bv = sv[0];
+    bi = si[0];
+    __syncthreads();
+}
+
+// Pass 1: block b takes x[b * TOPK_SLICE, ...) into shared memory and extracts its k best by k
+// rounds of block argmax (the winner is replaced by -inf). Pass 2 (one block) does the same
+// over the blocks' candidates. Output sorted best first.
+__global__ void __launch_bounds__(TOPK_THREADS)
+    kernel_topk_pass(const float* __restrict__ x, const int32_t* __restrict__ x_ids, int64_t n, int64_t slice, int k,
+                     float* __restrict__ out_v, int32_t* __restrict__ out_i) {
+    extern __shared__ float vals[];  // [slice]
+    __shared__ float sv[TOPK_THREADS / WARP];
+    __shared__ int64_t si[TOPK_THREADS / WARP];
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * slice;
+    const int64_t len = min(slice, n - first);
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+        const float v = x[first + i];
+        vals[i] = v == v ? v : -INFINITY;  // NaN never wins
+    }
+    __syncthreads();
+    for (int r = 0; r < k; ++r) {
+        float bv = -INFINITY;
+        int64_t bi = INT64_MAX;
+        for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+            const int64_t id = x_ids ? x_ids[first + i] : first + i;
+            if (id >= 0 && better(vals[i], id, bv, bi)) {
+                bv = vals[i];
+                bi = id;
+            }
+        }
+        block_best(bv, bi, sv, si);
+        if (threadIdx.x == 0) {
+            out_v[static_cast<int64_t>(blockIdx.x) * k + r] = bv;
+            out_i[static_cast<int64_t>(blockIdx.x) * k + r] = bi == INT64_MAX ? -1 : static_cast<int32_t>(bi);
+        }
+        for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+            const int64_t id = x_ids ? x_ids[first + i] : first + i;
+            if (id == bi) vals[i] = NAN;  // taken: NaN never wins again (ids are unique)
+        }
+        __syncthreads();
+    }
+}
+
+}  // namespace
+
+size_t topk_work_floats(int64_t n, int k) {
+    const int64_t blocks = (n + TOPK_SLICE - 1) / TOPK_SLICE;
+    return static_cast<size_t>(2 * blocks * k);  // values and ids (as int32 in float slots)
+}
+
+void launch_topk(const float* x, int64_t n, int k, float* work, float* vals, int32_t* ids, void* stream) {
+    JLLM_ASSERT(n >= 1 && k >= 1 && k <= TOPK_MAX && k <= n);
+    const int64_t blocks = (n + TOPK_SLICE - 1) / TOPK_SLICE;
+    float* pv = work;
+    int32_t* pi = reinterpret_cast<int32_t*>(work + blocks * k);
+    kernel_topk_pass<<<static_cast<unsigned>(blocks), TOPK_THREADS, TOPK_SLICE * sizeof(float), as_stream(stream)>>>(
+        x, nullptr, n, TOPK_SLICE, k, pv, pi);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_topk_pass");
+    const int64_t m = blocks * k;  // <= 38 * 128 values for a 151,936 vocabulary
+    JLLM_ASSERT(m * static_cast<int64_t>(sizeof(float)) <= 48 * 1024);
+    kernel_topk_pass<<<1, TOPK_THREADS, static_cast<size_t>(m) * sizeof(float), as_stream(stream)>>>(pv, pi, m, m, k,
+                                                                                                     vals, ids);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_topk_pass");
+}
+
+}  // namespace cuda
+}  // namespace jllm

@@ -9,7 +9,7 @@
 //     all); with F16 weights <= 5e-3 overall and 1e-2 at any position (the prefill GEMM
 //     rounds activations to fp16; the decode GEMV multiplies in fp32);
 //   - same top-1 token wherever the CPU's top-1/top-2 gap exceeds 10% of its logits' std;
-//   - the on-GPU argmax equals the argmax of the GPU's logits;
+//   - the on-GPU argmax equals the argmax of the GPU's logits, the on-GPU top-k their k best;
 //   - the KV snapshot (read_kv) has the canonical size and round-trips through write_kv.
 // Without a GPU, the CUDA backend's step sequence run with the kernels' CPU twins (cuda_ops.h
 // _ref) is checked against the CPU backend by the same bounds and the same schedule, so the op
@@ -290,6 +290,22 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
         const int32_t id = cuda_backend_forward_argmax(*gpu2, t, p);
         gpu->forward(&t, 1, p, LogitsMode::Last, row.data());
         EXPECT_EQ(id, std::max_element(row.begin(), row.end()) - row.begin()) << "position " << p;
+    }
+    // The top-k path: the same step on a third backend returns the k best of those logits.
+    auto gpu3 = create_cuda_backend(m->config);
+    gpu3->bind_weights(m->weights, mc.placement);
+    gpu3->allocate(n_ctx, n_batch, mc.kv);
+    gpu3->write_kv(0, bg);
+    const int k = static_cast<int>(std::min<int64_t>(40, V));
+    std::vector<int32_t> ids(static_cast<size_t>(k)), ref_ids(static_cast<size_t>(k));
+    std::vector<float> vals(static_cast<size_t>(k)), ref_vals(static_cast<size_t>(k));
+    for (int p = n_pos; p < n_pos + 8; ++p) {
+        const int32_t t = tokens[static_cast<size_t>(p - n_pos)];
+        cuda_backend_forward_topk(*gpu3, t, p, k, ids.data(), vals.data());
+        gpu2->forward(&t, 1, p, LogitsMode::Last, row.data());
+        cuda::topk_ref(row.data(), V, k, ref_vals.data(), ref_ids.data());
+        EXPECT_EQ(ids, ref_ids) << "position " << p;
+        EXPECT_EQ(vals, ref_vals) << "position " << p;
     }
 }
 

@@ -65,6 +65,7 @@ struct MatCase {
     int n_tok;
     MatOut out;
     bool gemm;  // force the GEMM path (else GEMV)
+    bool split = false;  // give the GEMM a work buffer (split-K when its grid is small)
 };
 
 std::string mat_name(const MatCase& c) {
@@ -119,8 +120,11 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     DevBuf<float> dx(x), dy(ny);
     if (c.out == MatOut::Add) dy.upload(y0);
     else dy.poison();
+    DevBuf<float> work(c.split ? cuda::gemm_work_floats(c.n_tok, c.rows) : 1);
+    work.poison();
     if (c.gemm) {
-        cuda::launch_gemm(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
+        cuda::launch_gemm(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr,
+                          c.split ? work.get() : nullptr, c.split ? work.size() : 0);
     } else {
         cuda::launch_gemv(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
     }
@@ -197,6 +201,18 @@ TEST(CudaOps, GemmEveryTypeAndEpilogue) {
         run_matmul_case({t, 7, cols_for(t, 0), 1, MatOut::Store, true}, rng);
         run_matmul_case({t, 200, cols, 150, MatOut::SwiGLU, true}, rng);  // 128-token tiles, 4 row tiles of 64
         run_matmul_case({t, 129, cols_for(t, 0), 129, MatOut::Add, true}, rng);
+    }
+}
+
+// Small grids split over the columns; the partial sums are added in order by a second kernel.
+TEST(CudaOps, GemmSplitK) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2468);
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16}) {
+        run_matmul_case({t, 200, 2048, 33, MatOut::Add, true, true}, rng);    // 2 x 1 blocks -> 8 parts
+        run_matmul_case({t, 130, 1536, 7, MatOut::Store, true, true}, rng);   // uneven parts
+        run_matmul_case({t, 64, 256, 64, MatOut::Store, true, true}, rng);    // too few steps: no split
+        run_matmul_case({t, 100, 2048, 40, MatOut::SwiGLU, true, true}, rng); // SwiGLU never splits
     }
 }
 
@@ -779,6 +795,34 @@ TEST(CudaOps, ArgmaxFirstMaximum) {
         out.poison();
         cuda::launch_argmax(dx.get(), n, out.get(), nullptr);
         EXPECT_EQ(out.download()[0], cuda::argmax_ref(x.data(), n)) << "n=" << n;
+    }
+}
+
+TEST(CudaOps, TopKSortedWithTies) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(555);
+    for (auto [n, k] : {std::pair<int64_t, int>{151936, 40}, {151936, 128}, {5000, 1}, {4097, 128}, {300, 128},
+                        {129, 128}}) {
+        SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k));
+        std::vector<float> x = randn(static_cast<size_t>(n), rng, 3.0f);
+        // ties, NaN and -inf
+        for (int i = 0; i < 8 && i + 100 < n; ++i) x[static_cast<size_t>(i * 7 % n)] = 9.0f;
+        x[static_cast<size_t>(n / 2)] = NAN;
+        x[static_cast<size_t>(n - 1)] = -INFINITY;
+        std::vector<float> rv(static_cast<size_t>(k));
+        std::vector<int32_t> ri(static_cast<size_t>(k));
+        cuda::topk_ref(x.data(), n, k, rv.data(), ri.data());
+        DevBuf<float> dx(x), work(cuda::topk_work_floats(n, k)), dv(static_cast<size_t>(k));
+        DevBuf<int32_t> di(static_cast<size_t>(k));
+        dv.poison();
+        di.poison();
+        cuda::launch_topk(dx.get(), n, k, work.get(), dv.get(), di.get(), nullptr);
+        const std::vector<float> gv = dv.download();
+        const std::vector<int32_t> gi = di.download();
+        for (int i = 0; i < k; ++i) {
+            ASSERT_EQ(gi[static_cast<size_t>(i)], ri[static_cast<size_t>(i)]) << i;
+            ASSERT_EQ(gv[static_cast<size_t>(i)], rv[static_cast<size_t>(i)]) << i;
+        }
     }
 }
 

@@ -1,9 +1,12 @@
 // tests/unit/engine/test_sampler.cpp — sampler behaviour on hand-worked small vocabularies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
+#include <vector>
 
 #include "engine/sampler.h"
 
@@ -161,4 +164,80 @@ TEST(Sampler, LogprobAndTop) {
     ASSERT_EQ(top.size(), 2u);
     EXPECT_EQ(top[0].token, 1);
     EXPECT_NEAR(top[1].logprob, std::log(0.2f), 1e-5);
+}
+
+// The GPU's candidate path: sampling from the top (top_k + window) raw logits gives the same
+// token as sampling from all of them, for greedy and top-k sampling with penalties, seed for
+// seed; parameters it cannot serve exactly are refused.
+TEST(Sampler, CandidatesMatchFullSampling) {
+    const int32_t V = 5000;
+    std::mt19937 rng(77);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    std::uniform_int_distribution<int32_t> tok(0, V - 1);
+    struct Case {
+        float temp;
+        int top_k;
+        float top_p, min_p, rep, pres, freq;
+        int window;
+    };
+    const Case cases[] = {{0.0f, 40, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 64},  {0.0f, 0, 1.0f, 0.0f, 1.3f, 0.5f, 0.2f, 64},
+                          {0.8f, 40, 0.9f, 0.0f, 1.1f, 0.0f, 0.0f, 64},  {1.2f, 20, 1.0f, 0.05f, 1.5f, 1.0f, 0.5f, 32},
+                          {0.7f, 1, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0}};
+    for (const Case& c : cases) {
+        SamplingParams p;
+        p.temperature = c.temp;
+        p.top_k = c.top_k;
+        p.top_p = c.top_p;
+        p.min_p = c.min_p;
+        p.repeat_penalty = c.rep;
+        p.presence_penalty = c.pres;
+        p.frequency_penalty = c.freq;
+        p.repeat_last_n = c.window;
+        p.seed = 1234;
+        Sampler full(V, p), cands(V, p);
+        int k = 0;
+        ASSERT_TRUE(cands.candidates_suffice(128, &k));
+        for (int step = 0; step < 200; ++step) {
+            std::vector<float> logits(static_cast<size_t>(V));
+            for (float& l : logits) l = nd(rng);
+            std::vector<int32_t> history;
+            for (int i = 0; i < 80; ++i) history.push_back(tok(rng));
+            // make penalized tokens compete for the top: give some history tokens the largest logits
+            for (int i = 0; i < 10; ++i) logits[static_cast<size_t>(history[static_cast<size_t>(70 + i)])] = 12.0f + i;
+            std::vector<int32_t> idx(static_cast<size_t>(V));
+            for (int32_t i = 0; i < V; ++i) idx[static_cast<size_t>(i)] = i;
+            std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+                return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+                       (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+            });
+            std::vector<int32_t> ids(idx.begin(), idx.begin() + k);
+            std::vector<float> vals;
+            for (int32_t id : ids) vals.push_back(logits[static_cast<size_t>(id)]);
+            std::vector<float> lf = logits;
+            const int32_t a = full.sample(lf.data(), history);
+            const int32_t b = cands.sample_candidates(ids.data(), vals.data(), k, history);
+            ASSERT_EQ(a, b) << "step " << step << " temp " << c.temp;
+        }
+    }
+    // Not servable from candidates: full-distribution sampling, bias, raising penalties, an
+    // unbounded window, too many candidates.
+    SamplingParams p;
+    int k = 0;
+    p.temperature = 0.8f;
+    p.top_k = 0;
+    EXPECT_FALSE(Sampler(V, p).candidates_suffice(128, &k));
+    p.top_k = 40;
+    p.logit_bias = {{3, 1.0f}};
+    EXPECT_FALSE(Sampler(V, p).candidates_suffice(128, &k));
+    p.logit_bias.clear();
+    p.repeat_penalty = 0.9f;
+    EXPECT_FALSE(Sampler(V, p).candidates_suffice(128, &k));
+    p.repeat_penalty = 1.1f;
+    p.repeat_last_n = -1;
+    EXPECT_FALSE(Sampler(V, p).candidates_suffice(128, &k));
+    p.repeat_last_n = 100;
+    EXPECT_FALSE(Sampler(V, p).candidates_suffice(128, &k));
+    p.repeat_last_n = 64;
+    EXPECT_TRUE(Sampler(V, p).candidates_suffice(128, &k));
+    EXPECT_EQ(k, 104);
 }
