@@ -42,4 +42,15 @@ while IFS= read -r lib; do
     fi
 done < <(find "$tmp" -type f -name '*.so*' | sort)
 echo "packed $(ls ./*.deb | wc -l) .deb files into $out ($(du -sh . | cut -f1))"
+
+# The Qwen3 tokenizer (11 MB) for jllm-synth there (scripts/gpu/bench.sh writes its models with it).
+tok_src="${JLLM_TOKENIZER_DIR:-$root/../shared/testdata/tokenizers}/qwen3"
+if [[ -d "$tok_src" ]]; then
+    rm -rf "$root/gpu-pack/tokenizers/qwen3"
+    mkdir -p "$root/gpu-pack/tokenizers"
+    cp -r "$tok_src" "$root/gpu-pack/tokenizers/"
+    echo "copied the qwen3 tokenizer into $root/gpu-pack/tokenizers ($(du -sh "$root/gpu-pack" | cut -f1) in gpu-pack)"
+else
+    echo "no tokenizer folder at $tok_src: bench.sh will look for one on the GPU machine" >&2
+fi
 exit $status
