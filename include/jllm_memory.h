@@ -66,6 +66,7 @@ struct MemoryReport {
     int64_t cap = 0;             // --max-memory, 0 = none
     int64_t available_at_load = -1;
     int64_t device_total = -1, device_free = -1;
+    int64_t device_used = -1;    // live: device bytes the backend holds beyond its context (-1 unknown)
     int n_ctx = 0;               // chosen context
     int n_ctx_limit = 0;         // min(model context, 4096)
     int64_t kv_bytes_per_pos = 0;

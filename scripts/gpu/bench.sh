@@ -227,6 +227,19 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     gate "pp512 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp512 tps_median)" ">=" 13800
     gate "pp33 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp33 tps_median)" ">=" 6700
     gate "tg128 slowdown at depth 4096, %" "$slow" "<=" 15
+    # Device memory beyond the CUDA context against weights + KV (jllm-bench's "memory" object,
+    # from the depth run: its context holds 4,096 + 128 positions).
+    mem_json="$outdir/bench-qwen3-4b-d4096.json"
+    mem_pct=""
+    if [[ -s "$mem_json" ]]; then
+        mem_pct=$(grep -o '"memory": {[^}]*}' "$mem_json" | head -n 1 | awk -F'[:,}]' '{
+            for (i = 1; i <= NF; i++) { gsub(/[ "{]/, "", $i) }
+            for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+            if (v["device_used"] + 0 >= 0 && v["weights"] + v["kv"] > 0)
+                printf "%.1f", 100 * (v["device_used"] - v["weights"] - v["kv"]) / (v["weights"] + v["kv"]) }')
+        grep -o '"memory": {[^}]*}' "$mem_json" | head -n 1 | sed 's/^/- depth run /'
+    fi
+    gate "device memory over weights + KV, %" "$mem_pct" "<=" 10
     echo
     echo "## Decode GEMV (jllm-bench-kernels, n_tok 1; every row and n_tok 4 in kernels.md)"
     echo

@@ -32,6 +32,9 @@ struct BackendMemory {
     int64_t weights_bytes = 0;      // bytes this backend holds for weights (0 if read in place)
     int64_t kv_bytes = 0;
     int64_t scratch_bytes = 0;
+    // Device bytes this backend has taken since its context existed (CUDA: free memory measured
+    // after context creation minus free memory now; the context itself excluded). -1 unknown.
+    int64_t device_used = -1;
 };
 
 class Backend {

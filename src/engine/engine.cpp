@@ -199,6 +199,7 @@ MemoryReport Engine::memory_report() const {
         root = impl_->query_root;
     }
     r.available_now = read_meminfo(root).available;
+    if (impl_->backend) r.device_used = impl_->backend->memory().device_used;
     const ProcessMemory pm = read_process_memory(root);
     r.rss_now = pm.rss;
     r.rss_peak = pm.rss_peak;

@@ -68,6 +68,9 @@ public:
         JLLM_CUDA_CHECK(cudaSetDevice(device));
         JLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device));
         JLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) free_at_start_ = static_cast<int64_t>(free_b);
+        else (void)cudaGetLastError();
         const char* prof = std::getenv("JLLM_CUDA_PROFILE");
         prof_on_ = prof != nullptr && std::strcmp(prof, "0") != 0 && prof[0] != '\0';
         if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
@@ -149,6 +152,7 @@ private:
     void* registered_ = nullptr;  // host range registered for zero-copy reads
     bool mapped_ = false;
     int64_t weights_bytes_ = 0;
+    int64_t free_at_start_ = -1;  // device free bytes once the context and stream existed
 
     const ModelWeights* hw_ = nullptr;
     DevWeight token_embd_, output_norm_, output_;
@@ -804,6 +808,7 @@ BackendMemory CudaBackend::memory() const {
     if (cudaSetDevice(device_) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
         m.device_total = static_cast<int64_t>(total_b);
         m.device_free = static_cast<int64_t>(free_b);
+        if (free_at_start_ >= 0) m.device_used = free_at_start_ - static_cast<int64_t>(free_b);
     } else {
         (void)cudaGetLastError();
     }
