@@ -116,7 +116,7 @@ public:
         const size_t nth = static_cast<size_t>(pool_.n_threads());
         const size_t tq = static_cast<size_t>(attn_tile_queries(c_));
         tile_scores_.bind(scratch_pool_, nth * tq * static_cast<size_t>(n_ctx));
-        tile_q_.bind(scratch_pool_, nth * tq * static_cast<size_t>(c_.head_dim));
+        tile_q_.bind(scratch_pool_, nth * tq * static_cast<size_t>(c_.head_dim + 2));
         tile_row_.bind(scratch_pool_, nth * static_cast<size_t>(ATTN_KCHUNK * c_.head_dim));
         tile_ptrs_.assign(nth * tq, nullptr);
         scratch_bytes_ = static_cast<int64_t>(scratch_pool_.capacity());
@@ -174,7 +174,7 @@ private:
     PoolArray<uint8_t> mm_scratch_;
     // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
-    PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim]
+    PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim + 2]: queries, row max, sum
     PoolArray<float> tile_row_;     // [n_threads][ATTN_KCHUNK][head_dim] K or V rows in f32
     std::vector<float*> tile_ptrs_;  // [n_threads][ATTN_TILE * group]
     int64_t scratch_bytes_ = 0;
@@ -226,7 +226,9 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
     const AttnDotKernels& ak = attn_dot_kernels();
     pool_.parallel_for(nkv * n_tiles, [&](int64_t b, int64_t e, int tid) {
         float* sc = tile_scores_.data() + static_cast<size_t>(tid) * tq_max * n_ctx_;  // [nq][n_ctx]
-        float* qb = tile_q_.data() + static_cast<size_t>(tid) * tq_max * hd;           // [nq][hd]
+        float* qb = tile_q_.data() + static_cast<size_t>(tid) * tq_max * (hd + 2);     // [nq][hd]
+        float* mx = qb + tq_max * hd;                                                   // [nq] running max
+        float* sum = mx + tq_max;                                                       // [nq]
         float* row = tile_row_.data() + static_cast<size_t>(tid) * ATTN_KCHUNK * hd;    // [KCHUNK][hd]
         float** qp = tile_ptrs_.data() + static_cast<size_t>(tid) * tq_max;
         for (int64_t task = b; task < e; ++task) {
@@ -259,40 +261,36 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
                 const int64_t t_min = std::max<int64_t>(t0, j - pos0);
                 return (t_min - t0) * group;
             };
-            // scores, transposed: sc[j * nq + qi] (contiguous per key position)
-            for (int64_t j = 0; j < n_end; ++j) {
-                load_row(l.k, l.k_scale, j, row);
-                float* sj = sc + j * nq;
-                int64_t qi = first_query(j);
-                for (; qi + 4 <= nq; qi += 4) {
-                    ak.dot4_f32(qp + qi, row, hd, sj + qi);
-                    for (int k = 0; k < 4; ++k) sj[qi + k] *= inv_sqrt;
-                }
-                for (; qi < nq; ++qi) sj[qi] = ak.dot1_f32(qp[qi], row, hd) * inv_sqrt;
-            }
-            // softmax of every query at once over its causal range
-            float* mx = qb;             // [nq], the queries are no longer needed
-            float* sum = qb + tq_max;   // [nq]
+            // scores, transposed: sc[j * nq + qi] (contiguous per key position); each query's
+            // running max is updated as its scores are made (max is exact: order-free)
             for (int64_t qi = 0; qi < nq; ++qi) {
                 mx[qi] = -INFINITY;
                 sum[qi] = 0.0f;
             }
             for (int64_t j = 0; j < n_end; ++j) {
-                const float* sj = sc + j * nq;
-                for (int64_t qi = first_query(j); qi < nq; ++qi) mx[qi] = std::max(mx[qi], sj[qi]);
-            }
-            for (int64_t j = 0; j < n_end; ++j) {
+                load_row(l.k, l.k_scale, j, row);
                 float* sj = sc + j * nq;
-                for (int64_t qi = first_query(j); qi < nq; ++qi) {
-                    sj[qi] = std::exp(sj[qi] - mx[qi]);
-                    sum[qi] += sj[qi];
+                const int64_t q0 = first_query(j);
+                int64_t qi = q0;
+                for (; qi + 4 <= nq; qi += 4) {
+                    ak.dot4_f32(qp + qi, row, hd, sj + qi);
+                    for (int k = 0; k < 4; ++k) sj[qi + k] *= inv_sqrt;
                 }
+                for (; qi < nq; ++qi) sj[qi] = ak.dot1_f32(qp[qi], row, hd) * inv_sqrt;
+                ak.max_f32(sj + q0, mx + q0, nq - q0);
+            }
+            // softmax of every query at once over its causal range
+            for (int64_t j = 0; j < n_end; ++j) {
+                const int64_t q0 = first_query(j);
+                ak.exp_sum_f32(sc + j * nq + q0, mx + q0, sum + q0, nq - q0);
             }
             for (int64_t qi = 0; qi < nq; ++qi) sum[qi] = 1.0f / sum[qi];
             for (int64_t j = 0; j < n_end; ++j) {
                 float* sj = sc + j * nq;
-                for (int64_t qi = first_query(j); qi < nq; ++qi) {
-                    sj[qi] = int8 ? sj[qi] * sum[qi] : to_f32(to_half(sj[qi] * sum[qi]));
+                const int64_t q0 = first_query(j);
+                ak.mul_f32(sj + q0, sum + q0, nq - q0);
+                if (!int8) {
+                    for (int64_t qi = q0; qi < nq; ++qi) sj[qi] = to_f32(to_half(sj[qi]));
                 }
             }
             for (int64_t qi = 0; qi < nq; ++qi) {
