@@ -112,6 +112,7 @@ public:
         att_.bind(scratch_pool_, B * c_.q_dim());
         g_.bind(scratch_pool_, B * c_.n_ff);
         u_.bind(scratch_pool_, B * c_.n_ff);
+        rope_cs_.bind(scratch_pool_, B * static_cast<size_t>(c_.n_rot));
         mm_scratch_.bind(scratch_pool_, static_cast<size_t>(mm) + 64);
         const size_t nth = static_cast<size_t>(pool_.n_threads());
         const size_t tq = static_cast<size_t>(attn_tile_queries(c_));
@@ -171,6 +172,7 @@ private:
     std::vector<LayerKv> kv_;
     // activations, [n_batch][width]
     PoolArray<float> x_, h_, q_, k_, v_, att_, g_, u_;
+    PoolArray<float> rope_cs_;  // [n_batch][n_rot]: cos, sin of each token's RoPE angles (rope_angles)
     PoolArray<uint8_t> mm_scratch_;
     // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
@@ -325,6 +327,7 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         emb_to_float(emb.data + static_cast<size_t>(id) * emb.row_bytes, x_.data() + t * E, E);
     }
     tap("embd", -1, x_.data(), n_tokens, E);
+    for (int t = 0; t < n_tokens; ++t) rope_angles(c_.n_rot, inv_freq_.data(), pos0 + t, rope_cs_.data() + t * c_.n_rot);
 
     for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) {
         const LayerWeights& L = w_->layers[static_cast<size_t>(il)];
@@ -360,12 +363,9 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
             }
         }
         for (int t = 0; t < n_tokens; ++t) {
-            for (int64_t h = 0; h < c_.n_head; ++h) {
-                rope_apply_ref(q_.data() + t * Q + h * hd, c_.n_rot, c_.recipe->rope_style, inv_freq_.data(), pos0 + t);
-            }
-            for (int64_t h = 0; h < c_.n_head_kv; ++h) {
-                rope_apply_ref(k_.data() + t * KV + h * hd, c_.n_rot, c_.recipe->rope_style, inv_freq_.data(), pos0 + t);
-            }
+            const float* cs = rope_cs_.data() + t * c_.n_rot;
+            for (int64_t h = 0; h < c_.n_head; ++h) rope_apply_cs(q_.data() + t * Q + h * hd, c_.n_rot, c_.recipe->rope_style, cs);
+            for (int64_t h = 0; h < c_.n_head_kv; ++h) rope_apply_cs(k_.data() + t * KV + h * hd, c_.n_rot, c_.recipe->rope_style, cs);
         }
         tap("q", il, q_.data(), n_tokens, Q);
         tap("k", il, k_.data(), n_tokens, KV);
