@@ -57,8 +57,12 @@ void quantize_kv_int8(const float* x, int64_t n, int8_t* q, Half* scale) {
     const Half d16 = to_half(amax / 127.0f);
     const float d = to_f32(d16);
     const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    // Round half to even as nearbyint does (|x * id| <= 127 < 2^22): adding and removing 1.5 * 2^23
+    // leaves the nearest integer; inline arithmetic the compiler vectorises, where std::nearbyint
+    // was an out-of-line call per element (1.4% of qwen3-0.6b pp512 time).
+    constexpr float kRound = 12582912.0f;
     for (int64_t i = 0; i < n; ++i) {
-        const float v = std::nearbyint(x[i] * id);
+        const float v = (x[i] * id + kRound) - kRound;
         q[i] = static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, v)));
     }
     *scale = d16;
