@@ -164,6 +164,18 @@ private:
     }
     void attention(int il, int n_tokens, int pos0);
     void store_kv(int il, int n_tokens, int pos0);
+    // f(t) for every token of a batch; row work is independent per token, so splitting it over
+    // the pool changes nothing in the results. Fewer than 4 tokens (decode) run inline.
+    template <class F>
+    void for_tokens(int n_tokens, F&& f) {
+        if (n_tokens < 4) {
+            for (int t = 0; t < n_tokens; ++t) f(t);
+            return;
+        }
+        pool_.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
+            for (int64_t t = b; t < e; ++t) f(static_cast<int>(t));
+        });
+    }
 
     ModelConfig c_;
     const ModelWeights* w_ = nullptr;
@@ -191,7 +203,7 @@ private:
 void CpuBackend::store_kv(int il, int n_tokens, int pos0) {
     LayerKv& l = kv_[static_cast<size_t>(il)];
     const int64_t hd = c_.head_dim, nkv = c_.n_head_kv, kvd = c_.kv_dim();
-    for (int t = 0; t < n_tokens; ++t) {
+    for_tokens(n_tokens, [&](int t) {
         const int64_t pos = pos0 + t;
         for (int64_t h = 0; h < nkv; ++h) {
             const float* ks = k_.data() + t * kvd + h * hd;
@@ -210,7 +222,7 @@ void CpuBackend::store_kv(int il, int n_tokens, int pos0) {
                 }
             }
         }
-    }
+    });
 }
 
 
@@ -336,7 +348,7 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
     for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) {
         const LayerWeights& L = w_->layers[static_cast<size_t>(il)];
         const float* an = reinterpret_cast<const float*>(L.attn_norm.data);
-        for (int t = 0; t < n_tokens; ++t) rmsnorm_row(x_.data() + t * E, an, h_.data() + t * E, E, c_.rms_eps);
+        for_tokens(n_tokens, [&](int t) { rmsnorm_row(x_.data() + t * E, an, h_.data() + t * E, E, c_.rms_eps); });
 
         const MatmulWeight qkv[3] = {as_matmul(L.wq), as_matmul(L.wk), as_matmul(L.wv)};
         float* const ys[3] = {q_.data(), k_.data(), v_.data()};
@@ -355,7 +367,7 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         if (L.q_norm.present()) {
             const float* qn = reinterpret_cast<const float*>(L.q_norm.data);
             const float* kn = reinterpret_cast<const float*>(L.k_norm.data);
-            for (int t = 0; t < n_tokens; ++t) {
+            for_tokens(n_tokens, [&](int t) {
                 for (int64_t h = 0; h < c_.n_head; ++h) {
                     float* p = q_.data() + t * Q + h * hd;
                     rmsnorm_row(p, qn, p, hd, c_.rms_eps);
@@ -364,13 +376,13 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
                     float* p = k_.data() + t * KV + h * hd;
                     rmsnorm_row(p, kn, p, hd, c_.rms_eps);
                 }
-            }
+            });
         }
-        for (int t = 0; t < n_tokens; ++t) {
+        for_tokens(n_tokens, [&](int t) {
             const float* cs = rope_cs_.data() + t * c_.n_rot;
             for (int64_t h = 0; h < c_.n_head; ++h) rope_apply_cs(q_.data() + t * Q + h * hd, c_.n_rot, c_.recipe->rope_style, cs);
             for (int64_t h = 0; h < c_.n_head_kv; ++h) rope_apply_cs(k_.data() + t * KV + h * hd, c_.n_rot, c_.recipe->rope_style, cs);
-        }
+        });
         tap("q", il, q_.data(), n_tokens, Q);
         tap("k", il, k_.data(), n_tokens, KV);
         tap("v", il, v_.data(), n_tokens, KV);
@@ -382,15 +394,17 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         tap("attn_res", il, x_.data(), n_tokens, E);
 
         const float* fn = reinterpret_cast<const float*>(L.ffn_norm.data);
-        for (int t = 0; t < n_tokens; ++t) rmsnorm_row(x_.data() + t * E, fn, h_.data() + t * E, E, c_.rms_eps);
+        for_tokens(n_tokens, [&](int t) { rmsnorm_row(x_.data() + t * E, fn, h_.data() + t * E, E, c_.rms_eps); });
         const MatmulWeight gu[2] = {as_matmul(L.w_gate), as_matmul(L.w_up)};
         float* const gys[2] = {g_.data(), u_.data()};
         matmul_multi_cpu(pool_, gu, 2, h_.data(), n_tokens, gys, align64(mm_scratch_.data()),
                          mm_scratch_.size() - 64);
-        for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * F; ++i) {
-            const float g = g_[i];
-            g_[i] = g / (1.0f + std::exp(-g)) * u_[i];
-        }
+        for_tokens(n_tokens, [&](int t) {
+            for (int64_t i = t * F; i < (t + 1) * F; ++i) {
+                const float g = g_[i];
+                g_[i] = g / (1.0f + std::exp(-g)) * u_[i];
+            }
+        });
         matmul(L.w_down, g_.data(), n_tokens, h_.data());
         for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];
         tap("out", il, x_.data(), n_tokens, E);
