@@ -3,6 +3,7 @@
 
 #include "backend/cpu/cpu_features.h"
 
+#include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__)
@@ -42,6 +43,28 @@ template <void (*AXPY1)(float, const float*, float*, int64_t)>
 void pv_f32_by_axpy(const float* p, int64_t ps, const float* v, int64_t nk, float* o, int64_t n) {
     for (int64_t j = 0; j < nk; ++j) AXPY1(p[j * ps], v + j * n, o, n);
 }
+
+void max_f32_ref(const float* s, float* m, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) m[i] = std::max(m[i], s[i]);
+}
+void exp_sum_f32_ref(float* s, const float* m, float* sum, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        s[i] = std::exp(s[i] - m[i]);
+        sum[i] += s[i];
+    }
+}
+void mul_f32_ref(float* s, const float* r, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) s[i] *= r[i];
+}
+
+// exp(x) for the SIMD levels: x = k ln2 + r with |r| <= ln2/2 (k = nearest integer of x/ln2,
+// ln2 in two parts so r is exact to ~2^-35), e^r by its degree-7 Taylor polynomial (truncation
+// below 5e-9 relative), times 2^k built in the exponent field. x is clamped to [-87.3, 88.0]
+// so 2^k stays a normal float; inputs below -87.3 give 0.
+constexpr float kExpLo = -87.3f, kExpHi = 88.0f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.42860682030941723e-6f;
+constexpr float kExpC[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
 
 void row_i8_ref(const int8_t* v, float scale, float* out, int64_t n) {
     for (int64_t d = 0; d < n; ++d) out[d] = scale * static_cast<float>(v[d]);
@@ -130,6 +153,52 @@ JLLM_AVX2 void row_f16_avx2(const Half* v, float* out, int64_t n) {
     for (; d < n; ++d) out[d] = to_f32(v[d]);
 }
 
+JLLM_AVX2 inline __m256 exp_avx2(__m256 x) {
+    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpLo)), _mm256_set1_ps(kExpHi));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), xc);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(kExpC[7]);
+    for (int c = 6; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC[c]));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(kExpLo), _CMP_LT_OQ), y);
+}
+// Lanes [0, n) of a tail (n < 8) for vmaskmov.
+JLLM_AVX2 inline __m256i tail_mask8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+JLLM_AVX2 void max_f32_avx2(const float* s, float* m, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(m + i, _mm256_max_ps(_mm256_loadu_ps(s + i), _mm256_loadu_ps(m + i)));
+    if (i < n) {
+        const __m256i k = tail_mask8(n - i);
+        _mm256_maskstore_ps(m + i, k, _mm256_max_ps(_mm256_maskload_ps(s + i, k), _mm256_maskload_ps(m + i, k)));
+    }
+}
+JLLM_AVX2 void exp_sum_f32_avx2(float* s, const float* m, float* sum, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), _mm256_loadu_ps(m + i)));
+        _mm256_storeu_ps(s + i, e);
+        _mm256_storeu_ps(sum + i, _mm256_add_ps(_mm256_loadu_ps(sum + i), e));
+    }
+    if (i < n) {
+        const __m256i k = tail_mask8(n - i);
+        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(s + i, k), _mm256_maskload_ps(m + i, k)));
+        _mm256_maskstore_ps(s + i, k, e);
+        _mm256_maskstore_ps(sum + i, k, _mm256_add_ps(_mm256_maskload_ps(sum + i, k), e));
+    }
+}
+JLLM_AVX2 void mul_f32_avx2(float* s, const float* r, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), _mm256_loadu_ps(r + i)));
+    if (i < n) {
+        const __m256i k = tail_mask8(n - i);
+        _mm256_maskstore_ps(s + i, k, _mm256_mul_ps(_mm256_maskload_ps(s + i, k), _mm256_maskload_ps(r + i, k)));
+    }
+}
+
 // AVX-512: the same loops 16 lanes wide. axpy and the row conversions are element-wise, so
 // they give the AVX2 results bit for bit; dot1/dot4 sum 16 lanes (dot1 is dot4's lane).
 // GCC 12's avx512fintrin.h initialises its "undefined" operands from themselves, which -Wall
@@ -213,6 +282,39 @@ JLLM_AVX512 void pv_f32_avx512(const float* p, int64_t ps, const float* v, int64
         o[d] = acc;
     }
 }
+// The same exp as exp_avx2, 16 lanes; tails through masked loads and stores.
+JLLM_AVX512 inline __m512 exp_avx512(__m512 x) {
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Hi), xc);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kExpC[7]);
+    for (int c = 6; c >= 0; --c) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC[c]));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLo), _CMP_NLT_UQ), y);
+}
+JLLM_AVX512 inline __mmask16 tail_mask16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+JLLM_AVX512 void max_f32_avx512(const float* s, float* m, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask16(n - i);
+        _mm512_mask_storeu_ps(m + i, k, _mm512_max_ps(_mm512_maskz_loadu_ps(k, s + i), _mm512_maskz_loadu_ps(k, m + i)));
+    }
+}
+JLLM_AVX512 void exp_sum_f32_avx512(float* s, const float* m, float* sum, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask16(n - i);
+        const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), _mm512_maskz_loadu_ps(k, m + i)));
+        _mm512_mask_storeu_ps(s + i, k, e);
+        _mm512_mask_storeu_ps(sum + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, sum + i), e));
+    }
+}
+JLLM_AVX512 void mul_f32_avx512(float* s, const float* r, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask16(n - i);
+        _mm512_mask_storeu_ps(s + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), _mm512_maskz_loadu_ps(k, r + i)));
+    }
+}
 JLLM_AVX512 void row_i8_avx512(const int8_t* v, float scale, float* out, int64_t n) {
     const __m512 s = _mm512_set1_ps(scale);
     int64_t d = 0;
@@ -294,18 +396,22 @@ void row_f16_neon(const Half* v, float* out, int64_t n) {
 
 const AttnDotKernels kScalar = {dot4_f32_ref,  dot1_f32_ref, axpy4_f32_ref,
                                 axpy1_f32_ref, pv_f32_by_axpy<axpy1_f32_ref>,
+                                max_f32_ref,   exp_sum_f32_ref, mul_f32_ref,
                                 row_i8_ref,    row_f16_ref};
 #if defined(__x86_64__)
 const AttnDotKernels kAvx2 = {dot4_f32_avx2,  dot1_f32_avx2, axpy4_f32_avx2,
                               axpy1_f32_avx2, pv_f32_by_axpy<axpy1_f32_avx2>,
+                              max_f32_avx2,   exp_sum_f32_avx2, mul_f32_avx2,
                               row_i8_avx2,    row_f16_avx2};
 const AttnDotKernels kAvx512 = {dot4_f32_avx512,  dot1_f32_avx512, axpy4_f32_avx512,
-                                axpy1_f32_avx512, pv_f32_avx512,   row_i8_avx512,
+                                axpy1_f32_avx512, pv_f32_avx512,   max_f32_avx512,
+                                exp_sum_f32_avx512, mul_f32_avx512, row_i8_avx512,
                                 row_f16_avx512};
 #endif
 #if defined(__aarch64__)
 const AttnDotKernels kNeon = {dot4_f32_neon,  dot1_f32_neon, axpy4_f32_neon,
                               axpy1_f32_neon, pv_f32_by_axpy<axpy1_f32_neon>,
+                              max_f32_ref,    exp_sum_f32_ref, mul_f32_ref,
                               row_i8_neon,    row_f16_neon};
 #endif
 

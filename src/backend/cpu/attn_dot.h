@@ -25,6 +25,17 @@ struct AttnDotKernels {
     // o[d] += p[j * p_stride] * v[j][d] for j = 0 .. n_keys-1 in order (v: [n_keys][n]); the
     // same per-element FMA sequence as n_keys axpy1 calls, with o held in registers.
     void (*pv_f32)(const float* p, int64_t p_stride, const float* v, int64_t n_keys, float* o, int64_t n);
+    // Softmax steps over one key's scores of n queries (element-wise; every element takes the
+    // same path wherever it sits, tails included, so a query's probabilities never depend on
+    // how many queries share the call):
+    //   m[i] = max(m[i], s[i])                                  (max)
+    //   s[i] = exp(s[i] - m[i]); sum[i] += s[i]                 (exp_sum)
+    //   s[i] *= r[i]                                            (mul)
+    // The SIMD exp is a polynomial within 2 ulp of std::exp (tests: AttnDot.Softmax*); results
+    // below e^-87.3 are flushed to 0.
+    void (*max_f32)(const float* s, float* m, int64_t n);
+    void (*exp_sum_f32)(float* s, const float* m, float* sum, int64_t n);
+    void (*mul_f32)(float* s, const float* r, int64_t n);
     // Row conversions: out[d] = scale * v[d] (INT8), out[d] = v[d] (FP16).
     void (*row_i8)(const int8_t* v, float scale, float* out, int64_t n);
     void (*row_f16)(const Half* v, float* out, int64_t n);

@@ -191,22 +191,26 @@ void dot_q5_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(accm[t]);
 }
 
+// Q6_K: the four tokens share one float accumulator as in Q4_K. The +32 offset of the stored
+// quants (32 * sum_j sc_j * bsum_j, 8 lanes) is subtracted from the 16-lane integer sum, which
+// is then folded to 4 lanes per token (exact), so one cvt + FMA per super-block serves all four.
 template <int NA>
 void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     const BlockQ6_K* w = static_cast<const BlockQ6_K*>(wv);
     const BlockQ8_K* a[NA];
     for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
-    __m512 acc[NA];
-    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps();  // lanes 4t..4t+3: token t
+    __m128 acc1 = _mm_setzero_ps();    // NA == 1: token 0's four lanes
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i m30 = _mm512_set1_epi8(0x30);
     const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);  // qh bits 0-1 / 2-3 -> 4-5
     const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);  // qh bits 4-5 / 6-7 -> 4-5
+    const __m512i ad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
         const __m512i sc = _mm512_castsi256_si512(sc256);
-        __m512i sumi[NA];
-        for (int t = 0; t < NA; t++) sumi[t] = _mm512_setzero_si512();
+        __m512i sumi[4];
+        for (int t = 0; t < 4; t++) sumi[t] = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             const __m512i ql = loadu512(w[i].ql + 64 * h);
             const __m512i qh = _mm512_broadcast_i64x4(loadu(w[i].qh + 32 * h));
@@ -222,14 +226,35 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
             }
         }
         const float dw = h2f(w[i].d);
+        // q was stored +32: subtract 32 * sum_j sc_j * bsum_j (8 lanes) from the low half
         for (int t = 0; t < NA; t++) {
-            // q was stored +32: subtract 32 * sum_j sc_j * bsum_j.
             const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc256, loadu(a[t][i].bsums)), 5);
-            const __m512i s = _mm512_sub_epi32(sumi[t], _mm512_inserti64x4(_mm512_setzero_si512(), off, 0));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dw * a[t][i].d), acc[t]);
+            sumi[t] = _mm512_sub_epi32(sumi[t], _mm512_inserti64x4(_mm512_setzero_si512(), off, 0));
+        }
+        if constexpr (NA == 1) {
+            // the same lane arithmetic in 128 bits
+            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[0]), _mm512_extracti64x4_epi64(sumi[0], 1));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+            acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(a[0][i].d * dw), acc1);
+        } else {
+            const __m512i si = fold4_epi32(sumi[0], sumi[1], sumi[2], sumi[3]);
+            const __m128 ad4 = _mm_setr_ps(a[0][i].d, NA > 1 ? a[NA > 1 ? 1 : 0][i].d : 0.0f,
+                                           NA > 2 ? a[NA > 2 ? 2 : 0][i].d : 0.0f, NA > 3 ? a[NA > 3 ? 3 : 0][i].d : 0.0f);
+            const __m512 ad = _mm512_permutexvar_ps(ad_idx, _mm512_castps128_ps512(ad4));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(ad, _mm512_set1_ps(dw)), acc);
         }
     }
-    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+    if constexpr (NA == 1) {
+        const __m128 s1 = _mm_add_ps(acc1, _mm_permute_ps(acc1, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128 s2 = _mm_add_ps(s1, _mm_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
+        out[0] = _mm_cvtss_f32(s2);
+        return;
+    }
+    const __m512 s1 = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 s2 = _mm512_add_ps(s1, _mm512_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
+    alignas(64) float r[16];
+    _mm512_store_ps(r, s2);
+    for (int t = 0; t < NA; t++) out[t] = r[4 * t];
 }
 
 // zmm whose lanes 0..7 are lane 0 of v and lanes 8..15 lane 2 of v.

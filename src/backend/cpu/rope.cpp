@@ -46,4 +46,25 @@ void rope_apply_ref(float* x, int64_t n_rot, RopeStyle style, const float* inv_f
     }
 }
 
+void rope_angles(int64_t n_rot, const float* inv_freq, int64_t pos, float* cs) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const float theta = static_cast<float>(pos) * inv_freq[i];
+        cs[i] = std::cos(theta);
+        cs[half + i] = std::sin(theta);
+    }
+}
+
+void rope_apply_cs(float* x, int64_t n_rot, RopeStyle style, const float* cs) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[i], sn = cs[half + i];
+        const int64_t a = style == RopeStyle::Normal ? 2 * i : i;
+        const int64_t b = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * sn;
+        x[b] = x0 * sn + x1 * c;
+    }
+}
+
 }  // namespace jllm

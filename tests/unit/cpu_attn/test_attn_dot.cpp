@@ -109,3 +109,59 @@ TEST(AttnDot, ChunkedPvEqualsOneKeyAtATime) {
         }
     }
 }
+
+// Softmax steps: max and mul are exact (bit-identical to the scalar loops); the SIMD exp is
+// within 2 ulp + (the flush below e^-87.3) of std::exp, and every element takes the same path
+// whether it sits in a full vector, in a tail or alone.
+TEST(AttnDot, SoftmaxStepsMatchScalar) {
+    const AttnDotKernels& ref = attn_dot_kernels(true);
+    const AttnDotKernels& k = attn_dot_kernels(false);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 6.0f);
+    const float rel = 2.0f * 1.1920929e-7f, abs_floor = 1.2e-38f;  // 2 ulp; e^-87.3 flushed to 0
+    for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64}) {
+        std::vector<float> s(n), m_ref(n), m(n), r(n);
+        for (int64_t i = 0; i < n; ++i) {
+            s[i] = nd(rng);
+            m_ref[i] = m[i] = nd(rng);
+            r[i] = 1.0f / (1.0f + std::fabs(nd(rng)));
+        }
+        if (n > 2) s[1] = m[1] - 87.0f, s[2] = m[2] - 120.0f;  // near and past the flush point
+        ref.max_f32(s.data(), m_ref.data(), n);
+        k.max_f32(s.data(), m.data(), n);
+        EXPECT_EQ(m, m_ref) << "n=" << n;
+        std::vector<float> e_ref = s, e = s, e1 = s, sum_ref(n, 0.5f), sum(n, 0.5f), sum1(n, 0.5f);
+        ref.exp_sum_f32(e_ref.data(), m.data(), sum_ref.data(), n);
+        k.exp_sum_f32(e.data(), m.data(), sum.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            k.exp_sum_f32(e1.data() + i, m.data() + i, sum1.data() + i, 1);
+            EXPECT_LE(std::fabs(e[i] - e_ref[i]), rel * e_ref[i] + abs_floor) << "n=" << n << " i=" << i << " x=" << s[i] - m[i];
+            EXPECT_LE(std::fabs(sum[i] - sum_ref[i]), rel * sum_ref[i]) << "n=" << n << " i=" << i;
+        }
+        EXPECT_EQ(e1, e) << "n=" << n;
+        EXPECT_EQ(sum1, sum) << "n=" << n;
+        std::vector<float> p_ref = e, p = e;
+        ref.mul_f32(p_ref.data(), r.data(), n);
+        k.mul_f32(p.data(), r.data(), n);
+        EXPECT_EQ(p, p_ref) << "n=" << n;
+    }
+}
+
+TEST(AttnDot, SimdExpWithinTwoUlpOverTheSoftmaxRange) {
+    const AttnDotKernels& k = attn_dot_kernels(false);
+    std::vector<float> x, zero;
+    for (float v = -87.0f; v <= 0.0f; v += 0.00731f) x.push_back(v);
+    x.push_back(0.0f);
+    x.push_back(-0.0f);
+    zero.assign(x.size(), 0.0f);
+    std::vector<float> e = x, sum(x.size(), 0.0f);
+    k.exp_sum_f32(e.data(), zero.data(), sum.data(), static_cast<int64_t>(x.size()));
+    double worst = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double want = std::exp(static_cast<double>(x[i]));
+        worst = std::max(worst, std::fabs(e[i] - want) / want);
+        EXPECT_EQ(sum[i], e[i]);
+    }
+    EXPECT_LE(worst, 2.0 * 1.1920929e-7) << "worst relative error";
+    EXPECT_EQ(e[x.size() - 1], 1.0f);
+}
