@@ -408,7 +408,8 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         bool first = true;
         // Decode steps on the CUDA backend sample from the GPU's top-k candidates when that is
         // exact for these parameters (Sampler::candidates_suffice) and no logprobs are asked for.
-        int gpu_k = 0, n_cands = 0;
+        [[maybe_unused]] int gpu_k = 0;  // used with the CUDA backend only
+        int n_cands = 0;
         std::vector<int32_t> cand_ids;
         std::vector<float> cand_vals;
 #if JLLM_CUDA
