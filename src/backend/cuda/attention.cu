@@ -7,7 +7,7 @@
 // query (held in shared memory), an online softmax keeps the running max m and sum l, and the V
 // tile is folded into the output, lane l owning dims l, l+32, ... Causality: each warp stops at
 // its own token's last position; the block loads up to the furthest one.
-// Decode over a long context splits the KV length into ATTN_SPLIT_KEYS-sized ranges (grid z);
+// Decode splits the KV length into up to max_split ranges of >= ATTN_MIN_SPLIT_KEYS keys (grid z);
 // each warp writes its unnormalized (m, l, acc) to the work buffer and
 // kernel_attention_combine merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU
 // backend computes them.

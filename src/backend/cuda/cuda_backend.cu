@@ -3,14 +3,18 @@
 //   embed -> per layer: rmsnorm -> Q,K,V matmuls -> bias/Q-K-norm/RoPE/KV store ->
 //   attention -> W_o matmul (+= residual) -> rmsnorm -> gate/up matmul with SwiGLU ->
 //   W_down matmul (+= residual); then the final rmsnorm and the logits of the requested rows.
-// Matmuls with <= GEMV_MAX_TOKENS tokens use the decode GEMV, larger batches the prefill GEMM.
+// Batches of <= GEMV_MAX_TOKENS tokens run the dp4a GEMV on 8-bit activations (when every matrix
+// is a quantized type; q8_path), larger ones the tensor-core GEMM. A single-token decode step is
+// captured once as a CUDA graph and replayed (token and position in step_dev_).
 //
 // Device buffers (allocate()):
 //   KV, per layer: k, v [n_ctx][n_head_kv][head_dim] int8 (or fp16); k_scale, v_scale
 //   [n_ctx][n_head_kv] fp16 (INT8 only) — the canonical layout, so read_kv/write_kv are copies.
 //   Activations [n_batch][width]: x, h [n_embd], q, att [n_head*head_dim], k, v
-//   [n_head_kv*head_dim], g [n_ff] (and u [n_ff] when gate and up differ in type); logits [LOGIT_ROWS][n_vocab]; tokens [n_batch] int32;
-//   attention split work [n_head][max_split][head_dim + 2].
+//   [n_head_kv*head_dim], g [n_ff] (and u [n_ff] when gate and up differ in type); logits
+//   [LOGIT_ROWS][n_vocab]; tokens [n_batch] int32; attention split work
+//   [n_head][max_split][head_dim + 2]; 8-bit activations for GEMV_MAX_TOKENS rows; split-K work
+//   of the GEMM; top-k work and results; the step words (token, position).
 // Nothing is allocated in forward().
 #include <unistd.h>
 
