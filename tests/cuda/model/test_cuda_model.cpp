@@ -40,6 +40,8 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "quant/quant_types.h"
+#include "test_paths.h"
+#include "tokenizer/tokenizer.h"
 
 namespace jllm::test {
 namespace {
@@ -176,7 +178,9 @@ Stats compare_logits(const float* cpu, const float* gpu, int64_t n) {
 // rounds activations to fp16 (2^-11 relative per input, through every layer), so the bound is
 // 5e-3 overall and 1e-2 at any position (measured: 0.16% overall, 0.45% worst position).
 void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, int n_pos, int64_t V, bool f16_weights,
-                  const std::string& label) {
+                  const std::string& label, double pos_bound = -1.0, double total_bound = -1.0) {
+    if (pos_bound < 0) pos_bound = f16_weights ? 1e-2 : 0.03;
+    if (total_bound < 0) total_bound = f16_weights ? 5e-3 : 0.02;
     int checked = 0, agree = 0;
     double worst = 0.0, se = 0.0, sr = 0.0;
     for (int p = 0; p < n_pos; ++p) {
@@ -187,7 +191,7 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
             se += (g - c) * (g - c);
             sr += c * c;
         }
-        EXPECT_LE(s.rel_rms, f16_weights ? 1e-2 : 0.03) << label << ": position " << p;
+        EXPECT_LE(s.rel_rms, pos_bound) << label << ": position " << p;
         if (s.top1_checked) {
             ++checked;
             agree += s.top1_same;
@@ -195,7 +199,7 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
         }
     }
     const double total = std::sqrt(se / std::max(sr, 1e-30));
-    EXPECT_LE(total, f16_weights ? 5e-3 : 0.02) << label;
+    EXPECT_LE(total, total_bound) << label;
     std::printf("[%s] relative RMS error %.5f overall, %.5f worst position; top-1 agreement %d/%d\n", label.c_str(),
                 total, worst, agree, checked);
     EXPECT_GT(checked, n_pos / 2) << label << ": the top-1 criterion must be exercised";
@@ -329,7 +333,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, CudaModel,
 
 class TwinForward {
 public:
-    TwinForward(const TinyModel& m, int n_ctx, KvType kv) : m_(m), c_(m.config), kv_type_(kv), n_ctx_(n_ctx) {
+    // exact: every product in fp32 on unrounded activations (the reference the GPU path's own
+    // rounding is measured against); otherwise the GPU's roundings (8-bit GEMV, fp16 GEMM).
+    TwinForward(const TinyModel& m, int n_ctx, KvType kv, bool exact = false)
+        : m_(m), c_(m.config), kv_type_(kv), n_ctx_(n_ctx), exact_(exact) {
         const size_t elt = kv == KvType::Int8 ? 1 : 2;
         for (int il = 0; il < c_.n_layer; ++il) {
             k_.emplace_back(static_cast<size_t>(n_ctx) * c_.kv_dim() * elt);
@@ -359,7 +366,9 @@ public:
         }
         std::vector<uint8_t> xq;
         auto mm = [&](const WeightTensor& t, const float* in, float* out, MatOut mode, const WeightTensor* t2 = nullptr) {
-            if (q8) {
+            if (exact_) {
+                cuda::matmul_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
+            } else if (q8) {
                 xq.assign(cuda::act_q8_bytes(n_tok, t.cols), 0);
                 cuda::quantize_act_ref(in, n_tok, t.cols, xq.data());
                 cuda::gemv_q8_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, xq.data(), n_tok, out, mode);
@@ -431,6 +440,7 @@ private:
     const ModelConfig& c_;
     KvType kv_type_;
     int n_ctx_;
+    bool exact_ = false;
     std::vector<float> inv_freq_;
     std::vector<std::vector<uint8_t>> k_, v_;   // [n_ctx][n_head_kv][head_dim] int8 / fp16
     std::vector<std::vector<Half>> ks_, vs_;    // [n_ctx][n_head_kv]
@@ -457,6 +467,45 @@ TEST(CudaModelTwins, TwinSequenceMatchesCpuBackend) {
                              (f16w ? " f16-weights" : ""));
         }
       }
+    }
+}
+
+// The GPU's step sequence on the real SmolLM2 (30 layers, Q4_1; models/, fetched by
+// scripts/test.sh) over public-domain text, run with the kernels' twins (which the op tests hold
+// the GPU kernels to), needing no GPU. This model is unusually sensitive to 8-bit activations:
+// measured here, the CPU backend is 3.8% (FP16 KV) / 5.0% (INT8 KV) from the exact fp32 sequence
+// and the GPU path's twins 1.9% / 3.0%; GPU twins vs the CPU backend 4.3% / 5.2%, top-1 100%
+// under the margin rule. Bounds: 4% vs exact and 8% vs the CPU overall (no per-position bound,
+// which single low-variance positions dominate), top-1 agreement under the margin rule.
+TEST(CudaModelTwins, RealModelTwinSequence) {
+    const std::string path = test::smollm2_path();
+    if (!test::file_exists(path)) {
+        if (std::getenv("JLLM_REQUIRE_MODELS")) FAIL() << "model missing: " << path << " (scripts/fetch_model.sh)";
+        GTEST_SKIP() << "no " << path << " (scripts/fetch_model.sh)";
+    }
+    TinyModel m;
+    m.file = GgufFile::open(path);
+    m.config = load_model_config(*m.file);
+    m.weights = bind_model_weights(*m.file, m.config);
+    const int64_t V = m.config.n_vocab;
+    const auto tok = Tokenizer::from_gguf(*m.file);
+    std::vector<int32_t> tokens = tok->encode(test::read_file(test::data_dir() + "/text/public_domain.txt"), false, false);
+    ASSERT_GE(tokens.size(), static_cast<size_t>(TF_POS));
+    tokens.resize(TF_POS);
+    auto twin_run = [&](TwinForward& t) {
+        return run_schedule(tokens, V, [&](const int32_t* ids, int n, int pos0, float* out) { t.forward(ids, n, pos0, out); });
+    };
+    for (KvType kv : {KvType::Fp16, KvType::Int8}) {
+        const std::string k = kv == KvType::Int8 ? "int8" : "fp16";
+        auto cpu = create_cpu_backend(m.config, 2);
+        cpu->bind_weights(m.weights, WeightPlacement::Auto);
+        cpu->allocate(TF_CTX, TF_BATCH, kv);
+        TwinForward gpu_twin(m, TF_CTX, kv), exact(m, TF_CTX, kv, true);
+        const std::vector<float> lc = run_schedule(tokens, V, backend_fwd(*cpu));
+        const std::vector<float> lg = twin_run(gpu_twin);
+        const std::vector<float> le = twin_run(exact);
+        check_logits(le, lg, TF_POS, V, false, "SmolLM2 GPU twins vs exact, " + k, 1.0, 0.04);
+        check_logits(lc, lg, TF_POS, V, false, "SmolLM2 GPU twins vs CPU backend, " + k, 1.0, 0.08);
     }
 }
 
