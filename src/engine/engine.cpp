@@ -474,7 +474,12 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             const int32_t pos = static_cast<int32_t>(m.resident.size());
 #if JLLM_CUDA
             if (gpu_k > 0) {  // top-k on the GPU: only the candidates cross to the host
-                cuda_backend_forward_topk(*m.backend, id, pos, gpu_k, cand_ids.data(), cand_vals.data());
+                if (gpu_k == 1) {  // greedy without penalties: the argmax alone (4 bytes)
+                    cand_ids[0] = cuda_backend_forward_argmax(*m.backend, id, pos);
+                    cand_vals[0] = 0.0f;
+                } else {
+                    cuda_backend_forward_topk(*m.backend, id, pos, gpu_k, cand_ids.data(), cand_vals.data());
+                }
                 n_cands = gpu_k;
                 m.resident.push_back(id);
                 continue;
