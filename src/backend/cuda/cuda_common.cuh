@@ -667,22 +667,16 @@ struct ChunkQ8<GgmlType::Q6_K> {
     }
 };
 
-// Calls f(tag) for the types with an int8 chunk decoder; returns false for the others.
+// Calls f(tag) for the types with an int8 chunk decoder (every quantized type of dispatch_type,
+// not the float ones); returns false for the others.
+constexpr bool has_chunk_q8(GgmlType t) { return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16; }
+
 template <typename F>
 bool dispatch_q8_type(GgmlType t, F&& f) {
-    switch (t) {
-        case GgmlType::Q4_0: f(TypeTag<GgmlType::Q4_0>{}); return true;
-        case GgmlType::Q4_1: f(TypeTag<GgmlType::Q4_1>{}); return true;
-        case GgmlType::Q5_0: f(TypeTag<GgmlType::Q5_0>{}); return true;
-        case GgmlType::Q5_1: f(TypeTag<GgmlType::Q5_1>{}); return true;
-        case GgmlType::Q8_0: f(TypeTag<GgmlType::Q8_0>{}); return true;
-        case GgmlType::Q2_K: f(TypeTag<GgmlType::Q2_K>{}); return true;
-        case GgmlType::Q3_K: f(TypeTag<GgmlType::Q3_K>{}); return true;
-        case GgmlType::Q4_K: f(TypeTag<GgmlType::Q4_K>{}); return true;
-        case GgmlType::Q5_K: f(TypeTag<GgmlType::Q5_K>{}); return true;
-        case GgmlType::Q6_K: f(TypeTag<GgmlType::Q6_K>{}); return true;
-        default: return false;
-    }
+    if (!has_chunk_q8(t)) return false;
+    return dispatch_type(t, [&](auto tag) {
+        if constexpr (has_chunk_q8(decltype(tag)::value)) f(tag);
+    });
 }
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }

@@ -389,7 +389,7 @@ bool gemv_q8_type_supported(GgmlType type) {
 }
 
 void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b) {
-    uint32_t packed[8];
+    uint32_t packed[8] = {};
     const bool ok = dispatch_q8_type(type, [&](auto tag) {
         ChunkQ8<decltype(tag)::value>::run(static_cast<const uint8_t*>(row), c, packed, a, b);
     });

@@ -245,71 +245,6 @@ __device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi)
     return v > bv || (v == bv && i < bi);
 }
 
-// x: [n]; out: [1]. One block; ties go to the lowest index; NaNs never win.
-__global__ void __launch_bounds__(ARGMAX_THREADS) kernel_argmax(const float* __restrict__ x, int64_t n, int32_t* out) {
-    __shared__ float sv[ARGMAX_THREADS / WARP];
-    __shared__ int64_t si[ARGMAX_THREADS / WARP];
-    float bv = -INFINITY;
-    int64_t bi = n;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = x[i];
-        if (better(v, i, bv, bi)) {
-            bv = v;
-            bi = i;
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (better(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-        }
-    }
-    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
-    if (lane == 0) {
-        sv[wid] = bv;
-        si[wid] = bi;
-    }
-    __syncthreads();
-    if (wid == 0) {
-        bv = sv[lane];
-        bi = si[lane];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (better(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if (lane == 0) *out = bi < n ? static_cast<int32_t>(bi) : 0;
-    }
-}
-
-}  // namespace
-
-void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream) {
-    JLLM_ASSERT(n >= 1);
-    kernel_argmax<<<1, ARGMAX_THREADS, 0, as_stream(stream)>>>(x, n, out);
-    JLLM_CUDA_LAUNCH_CHECK("kernel_argmax");
-}
-
-}  // namespace cuda
-}  // namespace jllm
-
-namespace jllm {
-namespace cuda {
-
-// ---------------------------------------------------------------- top-k
-
-namespace {
-
-constexpr int TOPK_THREADS = 256;
-constexpr int TOPK_SLICE = 4096;  // values per first-pass block (in shared memory)
-
 // Block-wide best (value, index) of `v` over the block; ties to the lower index, NaN never wins.
 __device__ void block_best(float& bv, int64_t& bi, float* sv, int64_t* si) {
 #pragma unroll
@@ -350,6 +285,38 @@ __device__ void block_best(float& bv, int64_t& bi, float* sv, int64_t* si) {
     bi = si[0];
     __syncthreads();
 }
+
+// x: [n]; out: [1]. One block; ties go to the lowest index; NaNs never win.
+__global__ void __launch_bounds__(ARGMAX_THREADS) kernel_argmax(const float* __restrict__ x, int64_t n, int32_t* out) {
+    __shared__ float sv[ARGMAX_THREADS / WARP];
+    __shared__ int64_t si[ARGMAX_THREADS / WARP];
+    float bv = -INFINITY;
+    int64_t bi = n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = x[i];
+        if (better(v, i, bv, bi)) {
+            bv = v;
+            bi = i;
+        }
+    }
+    block_best(bv, bi, sv, si);
+    if (threadIdx.x == 0) *out = bi < n ? static_cast<int32_t>(bi) : 0;
+}
+
+}  // namespace
+
+void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream) {
+    JLLM_ASSERT(n >= 1);
+    kernel_argmax<<<1, ARGMAX_THREADS, 0, as_stream(stream)>>>(x, n, out);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_argmax");
+}
+
+// ---------------------------------------------------------------- top-k
+
+namespace {
+
+constexpr int TOPK_THREADS = 256;
+constexpr int TOPK_SLICE = 4096;  // values per first-pass block (in shared memory)
 
 // Pass 1: block b takes x[b * TOPK_SLICE, ...) into shared memory and extracts its k best by k
 // rounds of block argmax (the winner is replaced by -inf). Pass 2 (one block) does the same
