@@ -128,6 +128,7 @@ fi
 
 # ---- synth
 tok_args=()
+source scripts/gpu/unpack_pack.sh  # gpu-pack/tokenizers from its .tar.xz
 for d in "${JLLM_TOKENIZER_DIR:-}" gpu-pack/tokenizers shared/testdata/tokenizers ../shared/testdata/tokenizers; do
     if [[ -n "$d" && -d "$d/qwen3" ]]; then
         tok_args=(--tokenizer-dir "$d")

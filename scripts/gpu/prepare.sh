@@ -4,7 +4,8 @@
 # needs to build the project into gpu-pack/debs (git-ignored; carry it with the working tree),
 # and checks that each shared library is a plain C library whose soname and glibc needs an
 # Ubuntu 24.04 system (glibc 2.39) satisfies. scripts/gpu/run.sh unpacks them there with dpkg -x.
-# Models are not part of the pack: the CUDA tests build their own tiny synthetic models.
+# Models: the CUDA tests build their own tiny synthetic models; the SmolLM2 cut (below) serves
+# the real-model comparison.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -43,14 +44,29 @@ while IFS= read -r lib; do
 done < <(find "$tmp" -type f -name '*.so*' | sort)
 echo "packed $(ls ./*.deb | wc -l) .deb files into $out ($(du -sh . | cut -f1))"
 
-# The Qwen3 tokenizer (11 MB) for jllm-synth there (scripts/gpu/bench.sh writes its models with it).
+# The Qwen3 tokenizer for jllm-synth there (scripts/gpu/bench.sh writes its models with it), as
+# gpu-pack/tokenizers.tar.xz (1.4 MB instead of 11 MB; run.sh unpacks it).
 tok_src="${JLLM_TOKENIZER_DIR:-$root/../shared/testdata/tokenizers}/qwen3"
+rm -rf "$root/gpu-pack/tokenizers"
 if [[ -d "$tok_src" ]]; then
-    rm -rf "$root/gpu-pack/tokenizers/qwen3"
-    mkdir -p "$root/gpu-pack/tokenizers"
-    cp -r "$tok_src" "$root/gpu-pack/tokenizers/"
-    echo "copied the qwen3 tokenizer into $root/gpu-pack/tokenizers ($(du -sh "$root/gpu-pack" | cut -f1) in gpu-pack)"
+    tar -C "$(dirname "$tok_src")" -cJf "$root/gpu-pack/tokenizers.tar.xz" qwen3
+    echo "packed the qwen3 tokenizer into gpu-pack/tokenizers.tar.xz"
 else
     echo "no tokenizer folder at $tok_src: bench.sh will look for one on the GPU machine" >&2
 fi
+
+# The real-model GPU test's model: SmolLM2 cut to its first 6 layers (jllm-synth --from), xz-packed
+# (41 MB; the tree, the .debs, the tokenizer and this stay under the 64 MiB a run takes).
+# run.sh unpacks it and runs the test with JLLM_GPU_MODEL. Needs a CPU build (build/) and the model.
+smol="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+synth="$root/build/apps/synth/jllm-synth"
+rm -f "$root/gpu-pack/smollm2-6l.gguf.xz"
+if [[ -f "$smol" && -x "$synth" ]]; then
+    "$synth" --from "$smol" --layers 6 -o "$root/gpu-pack/smollm2-6l.gguf" -q
+    xz -T2 -6 "$root/gpu-pack/smollm2-6l.gguf"
+    echo "packed SmolLM2 cut to 6 layers into gpu-pack/smollm2-6l.gguf.xz"
+else
+    echo "no $smol or $synth: the real-model GPU test will be skipped there" >&2
+fi
+echo "gpu-pack: $(du -sh "$root/gpu-pack" | cut -f1)"
 exit $status

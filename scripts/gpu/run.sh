@@ -49,6 +49,9 @@ for deb in gpu-pack/debs/*.deb; do
     dpkg -x "$deb" "$prefix" && n_deb=$((n_deb + 1))
 done
 note "unpacked $n_deb .debs into $prefix"
+# The tokenizer and the SmolLM2 cut come xz-packed (scripts/gpu/prepare.sh).
+source scripts/gpu/unpack_pack.sh
+note "real-model GPU test model: ${JLLM_GPU_MODEL:-none (JLLM_GPU_MODEL unset, no gpu-pack/smollm2-6l.gguf.xz)}"
 
 {
     uname -a
