@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -173,6 +174,7 @@ private:
     float* attn_work_ = nullptr;
     int32_t* tokens_dev_ = nullptr;
     int32_t* argmax_dev_ = nullptr;
+    void* argmax_work_ = nullptr;  // launch_argmax's, zero between calls
     float* topk_work_ = nullptr;  // launch_topk's work, then the k values and ids
     float* topk_vals_ = nullptr;
     int32_t* topk_ids_ = nullptr;
@@ -285,6 +287,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         hi = (hi + page - 1) & ~(page - 1);
         void* base = reinterpret_cast<void*>(lo);
         // The file is mapped read-only: register it read-only where the device supports that.
+        const auto t_reg = std::chrono::steady_clock::now();
         cudaError_t e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
         if (e != cudaSuccess && e != cudaErrorHostMemoryAlreadyRegistered) {
             (void)cudaGetLastError();
@@ -305,6 +308,9 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
             log_msg(LogLevel::Warn, "cuda: cudaHostRegister failed (%s); copying the weights", cudaGetErrorName(e));
             mapped_ = false;
         } else {
+            log_msg(LogLevel::Debug, "cuda: registered %.1f MB of the mapped file for the GPU in %.1f ms",
+                    static_cast<double>(hi - lo) / 1e6,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_reg).count());
             if (owner) registered_ = base;
             void* dbase = nullptr;
             JLLM_CUDA_CHECK(cudaHostGetDevicePointer(&dbase, base, 0));
@@ -427,6 +433,8 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
                                                   max_split_));
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
     argmax_dev_ = static_cast<int32_t*>(alloc(sizeof(int32_t)));
+    argmax_work_ = alloc(cuda::argmax_work_bytes());
+    JLLM_CUDA_CHECK(cudaMemset(argmax_work_, 0, cuda::argmax_work_bytes()));
     step_dev_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
     const int k_max = static_cast<int>(std::min<int64_t>(cuda::TOPK_MAX, c_.n_vocab));
     topk_work_ = fbuf(cuda::topk_work_floats(c_.n_vocab, k_max));
@@ -437,7 +445,7 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) : 0;
     if (use_q8_) xq_ = alloc(xq_bytes);
     if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
-    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + xq_bytes);
+    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() + xq_bytes);
 }
 
 void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width) {
@@ -724,7 +732,7 @@ int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
         final_norm(0, 1);
         logits_rows(0, 1);
     }
-    cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_dev_, stream_);
+    cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_work_, argmax_dev_, stream_);
     prof("argmax");
     int32_t id = 0;
     JLLM_CUDA_CHECK(cudaMemcpyAsync(&id, argmax_dev_, sizeof id, cudaMemcpyDeviceToHost, stream_));

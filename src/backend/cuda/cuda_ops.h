@@ -168,19 +168,23 @@ struct AttentionParams {
     void* out_q8 = nullptr;
 };
 // Decode attention is bound by reading the KV cache: many short splits keep every SM loading
-// (at 4,096 positions, 8 KV heads x 128 splits of 32 keys).
+// (at 4,096 positions, 8 KV heads x 129 splits of 32 keys: one tile per block).
 constexpr int ATTN_MIN_SPLIT_KEYS = 32;
-constexpr int ATTN_MAX_SPLIT = 128;
+constexpr int ATTN_MAX_SPLIT = 256;
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers
 
 // ---- greedy sampling: out[0] = index of the first maximum of x[n] ----
-void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream);
+// work: argmax_work_bytes() of device memory, zeroed once before the first call (every call
+// leaves it zero again).
+size_t argmax_work_bytes();
+void launch_argmax(const float* x, int64_t n, void* work, int32_t* out, void* stream);
 int32_t argmax_ref(const float* x, int64_t n);
 
 // ---- top-k: the k largest of x[n], best first (ties to the lower index; NaN counts as -inf) ----
-// Two passes (4,096-value slices, then the slices' candidates); `work` holds
+// Rounds of bitonic sorts of 4,096-value slices in shared memory, each keeping every slice's k
+// best, until one slice holds all candidates (3 rounds for 151,936 values); `work` holds
 // topk_work_floats(n, k) floats. Sampling from these k is exact for top-k sampling.
 constexpr int TOPK_MAX = 128;
 size_t topk_work_floats(int64_t n, int k);

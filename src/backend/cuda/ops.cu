@@ -91,25 +91,38 @@ __global__ void __launch_bounds__(NORM_THREADS)
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
 }
 
-// The same normalization, then each warp quantizes 32-value blocks into xq (act_q8 layout of
-// n_rows x n); y (fp32) is written too when not null.
-__global__ void __launch_bounds__(NORM_THREADS)
+// The same normalization, then each warp quantizes one 32-value block into xq (act_q8 layout of
+// n_rows x n); y (fp32) is written too when not null. Grid (ceil(n / 32 / NORM_Q8_WARPS),
+// n_rows): every block sums the squares of its whole row (one round of 16-byte loads; the row is
+// a few KB and cached) and quantizes its own blocks, so one token's norm spreads over several SMs
+// instead of walking the row in one block.
+constexpr int NORM_Q8_WARPS = 8;
+__global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
     kernel_rmsnorm_q8(const float* x, const float* __restrict__ w, float* y, int8_t* __restrict__ q,
                       float4* __restrict__ s, int64_t n, float eps) {
     __shared__ float red[WARP];
-    const float* xr = x + blockIdx.x * n;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = block_sum(ss, red);
-    const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    const int64_t row = blockIdx.y;
+    const float* xr = x + row * n;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const int64_t nb = n / 32;
-    for (int64_t b = warp; b < nb; b += NORM_THREADS / WARP) {
-        const int64_t i = b * 32 + lane;
-        const float v = xr[i] * scale * w[i];
-        if (y) y[blockIdx.x * n + i] = v;
-        quantize_block_warp(v, lane, q + blockIdx.x * n + b * 32, s + blockIdx.x * nb + b);
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * NORM_Q8_WARPS + warp;
+    // This warp's block, loaded before the reduction so both loads are in flight together.
+    const bool mine = b < nb;
+    const float xv = mine ? xr[b * 32 + lane] : 0.0f;
+    const float wv = mine ? w[b * 32 + lane] : 0.0f;
+    const float4* x4 = reinterpret_cast<const float4*>(xr);
+    float ss = 0.0f;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += NORM_Q8_WARPS * WARP) {
+        const float4 v = x4[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
+    ss = block_sum(ss, red);
+    if (!mine) return;
+    const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    const float v = xv * scale * wv;
+    if (y) y[row * n + b * 32 + lane] = v;
+    quantize_block_warp(v, lane, q + row * n + b * 32, s + row * nb + b);
 }
 
 }  // namespace
@@ -119,7 +132,8 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
     JLLM_ASSERT(n_rows >= 1 && n >= 32 && n % 32 == 0);
     int8_t* q = static_cast<int8_t*>(xq);
     float4* sc = reinterpret_cast<float4*>(static_cast<uint8_t*>(xq) + act_q8_scales_at(n_rows, n));
-    kernel_rmsnorm_q8<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, q, sc, n, eps);
+    const dim3 grid(static_cast<unsigned>((n / 32 + NORM_Q8_WARPS - 1) / NORM_Q8_WARPS), static_cast<unsigned>(n_rows));
+    kernel_rmsnorm_q8<<<grid, NORM_Q8_WARPS * WARP, 0, as_stream(stream)>>>(x, w, y, q, sc, n, eps);
     JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm_q8");
 }
 
@@ -239,7 +253,7 @@ void launch_qkv_post(const QkvPostParams& p, void* stream) {
 
 namespace {
 
-constexpr int ARGMAX_THREADS = 1024;
+constexpr int ARGMAX_THREADS = 256;
 
 __device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi) {
     return v > bv || (v == bv && i < bi);
@@ -286,28 +300,60 @@ __device__ void block_best(float& bv, int64_t& bi, float* sv, int64_t* si) {
     __syncthreads();
 }
 
-// x: [n]; out: [1]. One block; ties go to the lowest index; NaNs never win.
-__global__ void __launch_bounds__(ARGMAX_THREADS) kernel_argmax(const float* __restrict__ x, int64_t n, int32_t* out) {
+// Order-preserving 64-bit key of (value, index): larger value first, then the lower index; NaN
+// below everything (never wins while any number is present).
+__device__ __forceinline__ unsigned long long best_key(float v, int64_t i) {
+    const uint32_t u = __float_as_uint(v);
+    const uint32_t ord = v != v ? 0u : ((u & 0x80000000u) ? ~u : (u | 0x80000000u));
+    return (static_cast<unsigned long long>(ord) << 32) | (0xFFFFFFFFull - static_cast<unsigned long long>(i));
+}
+
+// x: [n]; out: [1]; work: {best key, blocks done}, zero on entry and left zero. Each block
+// takes ARGMAX_PER_BLOCK values (all its loads in flight at once), reduces them, and folds its
+// best into work[0] with atomicMax; the last block to finish writes the index and resets work.
+constexpr int ARGMAX_PER_THREAD = 16;
+constexpr int ARGMAX_PER_BLOCK = ARGMAX_THREADS * ARGMAX_PER_THREAD;
+__global__ void __launch_bounds__(ARGMAX_THREADS)
+    kernel_argmax(const float* __restrict__ x, int64_t n, unsigned long long* work, int32_t* out) {
     __shared__ float sv[ARGMAX_THREADS / WARP];
     __shared__ int64_t si[ARGMAX_THREADS / WARP];
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * ARGMAX_PER_BLOCK + threadIdx.x;
+    float v[ARGMAX_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < ARGMAX_PER_THREAD; ++j) {
+        const int64_t i = first + static_cast<int64_t>(j) * ARGMAX_THREADS;
+        v[j] = i < n ? x[i] : -INFINITY;
+    }
     float bv = -INFINITY;
-    int64_t bi = n;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = x[i];
-        if (better(v, i, bv, bi)) {
-            bv = v;
+    int64_t bi = INT64_MAX;
+#pragma unroll
+    for (int j = 0; j < ARGMAX_PER_THREAD; ++j) {
+        const int64_t i = first + static_cast<int64_t>(j) * ARGMAX_THREADS;
+        if (i < n && better(v[j], i, bv, bi)) {
+            bv = v[j];
             bi = i;
         }
     }
     block_best(bv, bi, sv, si);
-    if (threadIdx.x == 0) *out = bi < n ? static_cast<int32_t>(bi) : 0;
+    if (threadIdx.x != 0) return;
+    if (bi != INT64_MAX) atomicMax(&work[0], best_key(bv, bi));
+    __threadfence();
+    const unsigned long long done = atomicAdd(&work[1], 1ull);
+    if (done == gridDim.x - 1) {
+        const unsigned long long key = atomicExch(&work[0], 0ull);
+        atomicExch(&work[1], 0ull);
+        *out = key == 0 ? 0 : static_cast<int32_t>(0xFFFFFFFFull - (key & 0xFFFFFFFFull));  // 0: all NaN
+    }
 }
 
 }  // namespace
 
-void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream) {
-    JLLM_ASSERT(n >= 1);
-    kernel_argmax<<<1, ARGMAX_THREADS, 0, as_stream(stream)>>>(x, n, out);
+size_t argmax_work_bytes() { return 2 * sizeof(unsigned long long); }
+
+void launch_argmax(const float* x, int64_t n, void* work, int32_t* out, void* stream) {
+    JLLM_ASSERT(n >= 1 && n < 0xFFFFFFFFll);
+    const unsigned blocks = static_cast<unsigned>((n + ARGMAX_PER_BLOCK - 1) / ARGMAX_PER_BLOCK);
+    kernel_argmax<<<blocks, ARGMAX_THREADS, 0, as_stream(stream)>>>(x, n, static_cast<unsigned long long*>(work), out);
     JLLM_CUDA_LAUNCH_CHECK("kernel_argmax");
 }
 
@@ -315,45 +361,60 @@ void launch_argmax(const float* x, int64_t n, int32_t* out, void* stream) {
 
 namespace {
 
-constexpr int TOPK_THREADS = 256;
-constexpr int TOPK_SLICE = 4096;  // values per first-pass block (in shared memory)
+constexpr int TOPK_THREADS = 1024;
+constexpr int TOPK_SLICE = 4096;  // values per block, sorted in shared memory
 
-// Pass 1: block b takes x[b * TOPK_SLICE, ...) into shared memory and extracts its k best by k
-// rounds of block argmax (the winner is replaced by -inf). Pass 2 (one block) does the same
-// over the blocks' candidates. Output sorted best first.
+// (va, ia) goes before (vb, ib): larger value, then lower id.
+__device__ __forceinline__ bool topk_before(float va, int32_t ia, float vb, int32_t ib) {
+    return va > vb || (va == vb && ia < ib);
+}
+
+// Block b sorts x[b * TOPK_SLICE, ...) (NaN as -inf; ids from x_ids, or the positions) by a
+// bitonic network in shared memory and writes its k best, best first, to out[b * k ...].
+// Missing entries (a short last slice) are (-inf, INT32_MAX): after every real one.
 __global__ void __launch_bounds__(TOPK_THREADS)
-    kernel_topk_pass(const float* __restrict__ x, const int32_t* __restrict__ x_ids, int64_t n, int64_t slice, int k,
+    kernel_topk_sort(const float* __restrict__ x, const int32_t* __restrict__ x_ids, int64_t n, int k,
                      float* __restrict__ out_v, int32_t* __restrict__ out_i) {
-    extern __shared__ float vals[];  // [slice]
-    __shared__ float sv[TOPK_THREADS / WARP];
-    __shared__ int64_t si[TOPK_THREADS / WARP];
-    const int64_t first = static_cast<int64_t>(blockIdx.x) * slice;
-    const int64_t len = min(slice, n - first);
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-        const float v = x[first + i];
-        vals[i] = v == v ? v : -INFINITY;  // NaN never wins
+    __shared__ float sv[TOPK_SLICE];
+    __shared__ int32_t si[TOPK_SLICE];
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * TOPK_SLICE;
+    const int len = static_cast<int>(min(static_cast<int64_t>(TOPK_SLICE), n - first));
+    int size = 2;
+    while (size < len || size < k) size <<= 1;
+    for (int i = threadIdx.x; i < size; i += TOPK_THREADS) {
+        float v = -INFINITY;
+        int32_t id = INT32_MAX;
+        if (i < len) {
+            v = x[first + i];
+            v = v == v ? v : -INFINITY;
+            id = x_ids ? x_ids[first + i] : static_cast<int32_t>(first + i);
+        }
+        sv[i] = v;
+        si[i] = id;
     }
     __syncthreads();
-    for (int r = 0; r < k; ++r) {
-        float bv = -INFINITY;
-        int64_t bi = INT64_MAX;
-        for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-            const int64_t id = x_ids ? x_ids[first + i] : first + i;
-            if (id >= 0 && better(vals[i], id, bv, bi)) {
-                bv = vals[i];
-                bi = id;
+    for (int k2 = 2; k2 <= size; k2 <<= 1) {
+        for (int j = k2 >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < size; i += TOPK_THREADS) {
+                const int p = i ^ j;
+                if (p <= i) continue;
+                const float a = sv[i], b = sv[p];
+                const int32_t ia = si[i], ib = si[p];
+                // Ascending runs (i & k2 == 0) hold "before" order; the others the reverse.
+                const bool want_first = (i & k2) == 0;
+                if (topk_before(b, ib, a, ia) == want_first) {
+                    sv[i] = b;
+                    sv[p] = a;
+                    si[i] = ib;
+                    si[p] = ia;
+                }
             }
+            __syncthreads();
         }
-        block_best(bv, bi, sv, si);
-        if (threadIdx.x == 0) {
-            out_v[static_cast<int64_t>(blockIdx.x) * k + r] = bv;
-            out_i[static_cast<int64_t>(blockIdx.x) * k + r] = bi == INT64_MAX ? -1 : static_cast<int32_t>(bi);
-        }
-        for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-            const int64_t id = x_ids ? x_ids[first + i] : first + i;
-            if (id == bi) vals[i] = NAN;  // taken: NaN never wins again (ids are unique)
-        }
-        __syncthreads();
+    }
+    for (int r = threadIdx.x; r < k; r += TOPK_THREADS) {
+        out_v[static_cast<int64_t>(blockIdx.x) * k + r] = sv[r];
+        out_i[static_cast<int64_t>(blockIdx.x) * k + r] = si[r];
     }
 }
 
@@ -361,22 +422,30 @@ __global__ void __launch_bounds__(TOPK_THREADS)
 
 size_t topk_work_floats(int64_t n, int k) {
     const int64_t blocks = (n + TOPK_SLICE - 1) / TOPK_SLICE;
-    return static_cast<size_t>(2 * blocks * k);  // values and ids (as int32 in float slots)
+    return static_cast<size_t>(4 * blocks * k);  // two rounds' values and ids (int32 in float slots)
 }
 
 void launch_topk(const float* x, int64_t n, int k, float* work, float* vals, int32_t* ids, void* stream) {
-    JLLM_ASSERT(n >= 1 && k >= 1 && k <= TOPK_MAX && k <= n);
-    const int64_t blocks = (n + TOPK_SLICE - 1) / TOPK_SLICE;
-    float* pv = work;
-    int32_t* pi = reinterpret_cast<int32_t*>(work + blocks * k);
-    kernel_topk_pass<<<static_cast<unsigned>(blocks), TOPK_THREADS, TOPK_SLICE * sizeof(float), as_stream(stream)>>>(
-        x, nullptr, n, TOPK_SLICE, k, pv, pi);
-    JLLM_CUDA_LAUNCH_CHECK("kernel_topk_pass");
-    const int64_t m = blocks * k;  // <= 38 * 128 values for a 151,936 vocabulary
-    JLLM_ASSERT(m * static_cast<int64_t>(sizeof(float)) <= 48 * 1024);
-    kernel_topk_pass<<<1, TOPK_THREADS, static_cast<size_t>(m) * sizeof(float), as_stream(stream)>>>(pv, pi, m, m, k,
-                                                                                                     vals, ids);
-    JLLM_CUDA_LAUNCH_CHECK("kernel_topk_pass");
+    JLLM_ASSERT(n >= 1 && k >= 1 && k <= TOPK_MAX && k <= n && n < INT32_MAX);
+    static_assert(TOPK_MAX <= TOPK_SLICE / 2, "a round must shrink the candidates");
+    // Rounds: each block keeps the k best of its slice, until one block holds every candidate.
+    const int64_t cap = (n + TOPK_SLICE - 1) / TOPK_SLICE * k;
+    float* buf_v[2] = {work, work + 2 * cap};
+    const float* src = x;
+    const int32_t* src_ids = nullptr;
+    int64_t m = n;
+    for (int round = 0;; ++round) {
+        const int64_t blocks = (m + TOPK_SLICE - 1) / TOPK_SLICE;
+        float* ov = blocks == 1 ? vals : buf_v[round % 2];
+        int32_t* oi = blocks == 1 ? ids : reinterpret_cast<int32_t*>(buf_v[round % 2] + cap);
+        kernel_topk_sort<<<static_cast<unsigned>(blocks), TOPK_THREADS, 0, as_stream(stream)>>>(src, src_ids, m, k, ov,
+                                                                                                 oi);
+        JLLM_CUDA_LAUNCH_CHECK("kernel_topk_sort");
+        if (blocks == 1) break;
+        src = ov;
+        src_ids = oi;
+        m = blocks * k;
+    }
 }
 
 }  // namespace cuda

@@ -498,6 +498,15 @@ TEST(CudaOps, GemvQ8EveryTypeAndEpilogue) {
         run_gemv_q8_case(t, 3, qkv, cols_for(t, 1), 1, MatOut::Store, rng);
         run_gemv_q8_case(t, 2, two, cols_for(t, 0), 4, MatOut::Store, rng);
     }
+    // Many rows (several warps per SM), layer-like Q/K/V segments, and wide rows (several
+    // batches per lane, 4 warps per row).
+    const int64_t r5000[1] = {5000}, r37[1] = {37}, qkv_big[3] = {2048, 512, 512};
+    run_gemv_q8_case(GgmlType::Q4_K, 1, r5000, 256, 1, MatOut::Store, rng);
+    run_gemv_q8_case(GgmlType::Q4_K, 1, r5000, 256, 1, MatOut::SwiGLU, rng);
+    run_gemv_q8_case(GgmlType::Q6_K, 3, qkv_big, 512, 2, MatOut::Store, rng);
+    run_gemv_q8_case(GgmlType::Q8_0, 1, r37, 8192, 1, MatOut::Add, rng);
+    run_gemv_q8_case(GgmlType::Q8_0, 1, r37, 16384, 1, MatOut::Store, rng);
+    run_gemv_q8_case(GgmlType::Q4_0, 1, r37, 16384 + 32, 3, MatOut::SwiGLU, rng);
 }
 
 // ------------------------------------------------------------------------------- Q/K/V post + KV store
@@ -783,19 +792,27 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 TEST(CudaOps, ArgmaxFirstMaximum) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(11);
-    for (int64_t n : {1, 2, 1000, 1025, 151936}) {
-        std::vector<float> x = randn(static_cast<size_t>(n), rng);
-        if (n > 10) {
-            const float m = *std::max_element(x.begin(), x.end()) + 1.0f;
-            x[static_cast<size_t>(n / 3)] = m;  // tie: the first wins
-            x[static_cast<size_t>(n - 1)] = m;
+    DevBuf<uint8_t> work(cuda::argmax_work_bytes());
+    work.poison(0);  // zero once; every call leaves it zero
+    for (int64_t n : {1, 2, 1000, 1025, 4095, 4096, 4097, 151936}) {
+        for (int tie : {0, 1}) {
+            std::vector<float> x = randn(static_cast<size_t>(n), rng);
+            if (n > 10) {
+                const float m = *std::max_element(x.begin(), x.end()) + 1.0f;
+                // tie: the first wins (across blocks of 4,096 values too); NaN never wins
+                x[static_cast<size_t>(tie ? n - 1 : n / 3)] = m;
+                x[static_cast<size_t>(tie ? n / 3 : n - 1)] = tie ? m : NAN;
+                x[0] = -INFINITY;
+            }
+            DevBuf<float> dx(x);
+            DevBuf<int32_t> out(1);
+            out.poison();
+            cuda::launch_argmax(dx.get(), n, work.get(), out.get(), nullptr);
+            EXPECT_EQ(out.download()[0], cuda::argmax_ref(x.data(), n)) << "n=" << n;
         }
-        DevBuf<float> dx(x);
-        DevBuf<int32_t> out(1);
-        out.poison();
-        cuda::launch_argmax(dx.get(), n, out.get(), nullptr);
-        EXPECT_EQ(out.download()[0], cuda::argmax_ref(x.data(), n)) << "n=" << n;
     }
+    const std::vector<uint8_t> left = work.download();
+    EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](uint8_t b) { return b == 0; }));
 }
 
 TEST(CudaOps, TopKSortedWithTies) {
