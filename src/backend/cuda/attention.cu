@@ -98,41 +98,59 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
         const int n_tile = min(KT, k_end_block - base);
         __syncthreads();  // the previous tile is consumed (and q_s is written, first time)
         const int units = row / 16;  // 16-byte units per row
-        for (int u = threadIdx.x; u < n_tile * units; u += blockDim.x) {
-            const int j = u / units, c = u % units;
-            const int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * row + c * 16;
-            const uint4 kv = ld16(kc + off), vv = ld16(vc + off);
-            constexpr int EPU = INT8 ? 16 : 8;  // elements per 16-byte unit
-            float* kd = kt + j * kstride + c * EPU;
-            float* vd = vt + j * hd + c * EPU;
-#pragma unroll
-            for (int e = 0; e < EPU; e += 4) {
-                float4 kf, vf;
-                if (INT8) {
-                    kf = make_float4(static_cast<int8_t>(byte_of(kv, e)), static_cast<int8_t>(byte_of(kv, e + 1)),
-                                     static_cast<int8_t>(byte_of(kv, e + 2)), static_cast<int8_t>(byte_of(kv, e + 3)));
-                    vf = make_float4(static_cast<int8_t>(byte_of(vv, e)), static_cast<int8_t>(byte_of(vv, e + 1)),
-                                     static_cast<int8_t>(byte_of(vv, e + 2)), static_cast<int8_t>(byte_of(vv, e + 3)));
-                } else {
-                    const uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w}, vw[4] = {vv.x, vv.y, vv.z, vv.w};
-                    const int w0 = e / 2;
-                    kf = make_float4(fp16_to_f32(static_cast<uint16_t>(kw[w0] & 0xFFFFu)),
-                                     fp16_to_f32(static_cast<uint16_t>(kw[w0] >> 16)),
-                                     fp16_to_f32(static_cast<uint16_t>(kw[w0 + 1] & 0xFFFFu)),
-                                     fp16_to_f32(static_cast<uint16_t>(kw[w0 + 1] >> 16)));
-                    vf = make_float4(fp16_to_f32(static_cast<uint16_t>(vw[w0] & 0xFFFFu)),
-                                     fp16_to_f32(static_cast<uint16_t>(vw[w0] >> 16)),
-                                     fp16_to_f32(static_cast<uint16_t>(vw[w0 + 1] & 0xFFFFu)),
-                                     fp16_to_f32(static_cast<uint16_t>(vw[w0 + 1] >> 16)));
-                }
-                *reinterpret_cast<float4*>(kd + e) = kf;
-                *reinterpret_cast<float4*>(vd + e) = vf;
-            }
-        }
-        if (INT8 && static_cast<int>(threadIdx.x) < n_tile) {
+        if (INT8 && static_cast<int>(threadIdx.x) < n_tile) {  // scales first: their loads overlap the tile's
             const int64_t si = static_cast<int64_t>(base + threadIdx.x) * p.n_head_kv + hk;
             ksc[threadIdx.x] = ldh(p.k_scale[si]);
             vsc[threadIdx.x] = ldh(p.v_scale[si]);
+        }
+        // Two units per thread per round, both loads issued before either is converted.
+        const int total = n_tile * units;
+        for (int u0 = threadIdx.x; u0 < total; u0 += 2 * blockDim.x) {
+            uint4 kv[2], vv[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int u = u0 + r * static_cast<int>(blockDim.x);
+                if (u < total) {
+                    const int64_t off = (static_cast<int64_t>(base + u / units) * p.n_head_kv + hk) * row + (u % units) * 16;
+                    kv[r] = ld16(kc + off);
+                    vv[r] = ld16(vc + off);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int u = u0 + r * static_cast<int>(blockDim.x);
+                if (u >= total) continue;
+                const int j = u / units, c = u % units;
+                constexpr int EPU = INT8 ? 16 : 8;  // elements per 16-byte unit
+                float* kd = kt + j * kstride + c * EPU;
+                float* vd = vt + j * hd + c * EPU;
+#pragma unroll
+                for (int e = 0; e < EPU; e += 4) {
+                    float4 kf, vf;
+                    if (INT8) {
+                        kf = make_float4(static_cast<int8_t>(byte_of(kv[r], e)), static_cast<int8_t>(byte_of(kv[r], e + 1)),
+                                         static_cast<int8_t>(byte_of(kv[r], e + 2)),
+                                         static_cast<int8_t>(byte_of(kv[r], e + 3)));
+                        vf = make_float4(static_cast<int8_t>(byte_of(vv[r], e)), static_cast<int8_t>(byte_of(vv[r], e + 1)),
+                                         static_cast<int8_t>(byte_of(vv[r], e + 2)),
+                                         static_cast<int8_t>(byte_of(vv[r], e + 3)));
+                    } else {
+                        const uint32_t kw[4] = {kv[r].x, kv[r].y, kv[r].z, kv[r].w};
+                        const uint32_t vw[4] = {vv[r].x, vv[r].y, vv[r].z, vv[r].w};
+                        const int w0 = e / 2;
+                        kf = make_float4(fp16_to_f32(static_cast<uint16_t>(kw[w0] & 0xFFFFu)),
+                                         fp16_to_f32(static_cast<uint16_t>(kw[w0] >> 16)),
+                                         fp16_to_f32(static_cast<uint16_t>(kw[w0 + 1] & 0xFFFFu)),
+                                         fp16_to_f32(static_cast<uint16_t>(kw[w0 + 1] >> 16)));
+                        vf = make_float4(fp16_to_f32(static_cast<uint16_t>(vw[w0] & 0xFFFFu)),
+                                         fp16_to_f32(static_cast<uint16_t>(vw[w0] >> 16)),
+                                         fp16_to_f32(static_cast<uint16_t>(vw[w0 + 1] & 0xFFFFu)),
+                                         fp16_to_f32(static_cast<uint16_t>(vw[w0 + 1] >> 16)));
+                    }
+                    *reinterpret_cast<float4*>(kd + e) = kf;
+                    *reinterpret_cast<float4*>(vd + e) = vf;
+                }
+            }
         }
         __syncthreads();
         if (base >= k_end) continue;  // this warp's token ends before this tile (warp-uniform)
@@ -196,39 +214,53 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     }
 }
 
-// One block of head_dim threads per (head, token): the splits' (m, l) are read once into
-// shared memory (one per thread), their weights exp(m_s - max) formed there, then each thread
-// sums its dimension over the splits (loads independent of each other and coalesced). With
-// out_q8, warp w also quantizes dims 32w..32w+31 (one act_q8 block).
-__global__ void kernel_attention_combine(AttentionParams p, int n_split) {
+// One block per (head, token) of head_dim x par threads (par = min(8, 1024 / head_dim)): the
+// splits' (m, l) are read once (one split per thread), their weights exp(m_s - max) kept in shared
+// memory and the denominator summed in the same pass; then thread (d, g) sums dimension d over
+// splits g, g + par, ... (par independent load streams instead of one walk over every split),
+// and the par partial sums meet in shared memory in a fixed order. With out_q8, the first
+// head_dim threads (whole warps) also quantize the output, one act_q8 block per warp.
+constexpr int COMBINE_MAX_PAR = 8;
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
+    v = is_max ? warp_max(v) : warp_sum(v);
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    __syncthreads();  // red may still be read from an earlier call
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int i = 1; i < nw; ++i) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+    return r;
+}
+
+__global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(AttentionParams p, int n_split) {
     __shared__ float f[ATTN_MAX_SPLIT_GRID];
-    __shared__ float red[MAX_HD / WARP];
-    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
-    const int hd = p.head_dim;
+    __shared__ float red[MAX_HD * 4 / WARP];
+    __shared__ float part[COMBINE_MAX_PAR][MAX_HD];
+    const int h = blockIdx.x, t = blockIdx.y;
+    const int hd = p.head_dim, tid = threadIdx.x, nthr = blockDim.x, d = tid % hd, g = tid / hd, par = nthr / hd;
     if (p.pos_dev) p.pos0 = *p.pos_dev;
     int per_split, n_used;
     split_plan(p.pos0 + p.n_tok, n_split, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
     // max over the splits' m (an empty split has m = -inf, l = 0)
     float mx = -INFINITY;
-    for (int s = d; s < n_used; s += hd) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
-    mx = warp_max(mx);
-    if (d % WARP == 0) red[d / WARP] = mx;
-    __syncthreads();
-    mx = red[0];
-    for (int i = 1; i < hd / WARP; ++i) mx = fmaxf(mx, red[i]);
-    for (int s = d; s < n_used; s += hd) {
-        const float ls = w[s * (hd + 2) + hd + 1];
-        f[s] = ls > 0.0f ? expf(w[s * (hd + 2) + hd] - mx) : 0.0f;
+    for (int s = tid; s < n_used; s += nthr) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
+    mx = block_reduce(mx, true, red);
+    float lsum = 0.0f;
+    for (int s = tid; s < n_used; s += nthr) {
+        const float ms = w[s * (hd + 2) + hd], ls = w[s * (hd + 2) + hd + 1];
+        const float fs = ls > 0.0f ? expf(ms - mx) : 0.0f;
+        f[s] = fs;
+        lsum += ls * fs;
     }
-    __syncthreads();
-    float l = 0.0f, acc = 0.0f;
+    const float l = block_reduce(lsum, false, red);  // its barriers also publish f
+    float acc = 0.0f;
 #pragma unroll 8
-    for (int s = 0; s < n_used; ++s) {
-        const float* ws = w + s * (hd + 2);
-        l += ws[hd + 1] * f[s];
-        acc += ws[d] * f[s];
-    }
+    for (int s = g; s < n_used; s += par) acc += w[s * (hd + 2) + d] * f[s];
+    part[g][d] = acc;
+    __syncthreads();
+    if (g != 0) return;
+    for (int i = 1; i < par; ++i) acc += part[i][d];
     const int64_t o = (static_cast<int64_t>(t) * p.n_head + h) * hd + d;
     const float v = acc / l;
     p.out[o] = v;
@@ -284,7 +316,8 @@ void launch_attention(const AttentionParams& p, void* stream) {
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention");
     if (n_split > 1) {
         const dim3 cgrid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tok));
-        kernel_attention_combine<<<cgrid, p.head_dim, 0, as_stream(stream)>>>(p, n_split);
+        const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / p.head_dim);
+        kernel_attention_combine<<<cgrid, p.head_dim * par, 0, as_stream(stream)>>>(p, n_split);
         JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
     } else if (p.out_q8 != nullptr) {
         launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
