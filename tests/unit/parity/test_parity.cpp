@@ -3,6 +3,7 @@
 // (scripts/golden/gen_logit_goldens.py), INT8-vs-FP16 KV perplexity, and a greedy chat answer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -120,10 +121,33 @@ std::string make_f32_copy(const std::string& model) {
 
 struct ParityResult {
     double rel = 0, rel_centred = 0, kl = 0;
+    double rel_sample = 0;  // over the fixed sample of vocabulary ids only (no top-k entries)
     size_t n_pos = 0, n_checked = 0, n_agree = 0;
 };
 
 ParityResult run_parity(const std::string& model, const std::string& golden_path, const char* label);
+
+// Relative RMS distance of golden `a` from golden `b` over their common sample of ids (the
+// goldens of one prompt set share tokens and sample ids).
+double golden_sample_distance(const std::string& path_a, const std::string& path_b) {
+    const Golden a = load_golden(path_a), b = load_golden(path_b);
+    EXPECT_EQ(a.sample_ids, b.sample_ids);
+    EXPECT_EQ(a.prompts.size(), b.prompts.size());
+    double se = 0, sr = 0;
+    for (size_t p = 0; p < std::min(a.prompts.size(), b.prompts.size()); ++p) {
+        EXPECT_EQ(a.prompts[p].tokens, b.prompts[p].tokens);
+        for (size_t i = 0; i < std::min(a.prompts[p].pos.size(), b.prompts[p].pos.size()); ++i) {
+            const std::vector<float>& x = a.prompts[p].pos[i].sample_logits;
+            const std::vector<float>& y = b.prompts[p].pos[i].sample_logits;
+            for (size_t k = 0; k < std::min(x.size(), y.size()); ++k) {
+                const double d = static_cast<double>(x[k]) - y[k];
+                se += d * d;
+                sr += static_cast<double>(y[k]) * y[k];
+            }
+        }
+    }
+    return std::sqrt(se / sr);
+}
 
 }  // namespace
 
@@ -138,6 +162,25 @@ TEST(ParitySmolLM2, TeacherForcedLogitsMatchLlamaCpp) {
     EXPECT_GE(r.n_pos, 8u * 256u);
     EXPECT_LE(r.rel, PARITY_Q41_BOUND);
     EXPECT_GE(static_cast<double>(r.n_agree), 0.995 * r.n_checked);
+}
+
+// What bounds the Q4_1 comparison: both engines quantize activations to 8 bits, and each lands
+// about 2.9% (sample ids) from the exact computation — the reference's F32 golden, which our F32
+// path matches to 0.05%. Our Q4_1 logits must be about as close to that exact reference as
+// llama.cpp's Q4_1 logits are, within 10% of its distance (measured 2026-11-30, sample ids:
+// llama.cpp 2.89%; ours 2.95% avx512, 3.01% avx2, 2.99% scalar; ours vs llama.cpp Q4_1 2.88%). An exact engine would therefore sit ~2.9% from the Q4_1 golden:
+// the 2% gate of the Q4_1 test is below the reference's own quantization noise.
+TEST(ParitySmolLM2, QuantizedActivationNoiseNoWorseThanReference) {
+    const std::string model = model_or_skip();
+    if (model.empty()) GTEST_SKIP() << "SmolLM2 not downloaded (scripts/fetch_model.sh)";
+    const std::string q41 = test::data_dir() + "/parity/smollm2_logits.bin";
+    const std::string f32 = test::data_dir() + "/parity/smollm2_f32_logits.bin";
+    const double ref_noise = golden_sample_distance(q41, f32);
+    const ParityResult ours = run_parity(model, f32, "SmolLM2 Q4_1 vs the exact (F32-weight) golden");
+    std::printf("[parity] llama.cpp Q4_1 vs the same exact golden: %.4f%% (sample ids); ours %.4f%%\n",
+                100 * ref_noise, 100 * ours.rel_sample);
+    EXPECT_GT(ref_noise, 0.02);  // the premise: the reference's own noise exceeds the 2% gate
+    EXPECT_LE(ours.rel_sample, ref_noise * 1.10);
 }
 
 // The same model dequantized to F32: no activation quantization anywhere, so the two
@@ -169,6 +212,7 @@ ParityResult run_parity(const std::string& model, const std::string& golden_path
     const size_t V = g.n_vocab;
 
     double se = 0, sr = 0, sr_c = 0;  // squared error, squared ref, squared centred ref
+    double se_s = 0, sr_s = 0;        // the same over the sample ids only
     double kl_sum = 0;
     size_t n_pos = 0, n_checked = 0, n_agree = 0, n_all_agree = 0;
     double mass_min = 1.0;
@@ -187,7 +231,12 @@ ParityResult run_parity(const std::string& model, const std::string& golden_path
                 sr += static_cast<double>(r) * r;
                 sr_c += (static_cast<double>(r) - ref.mean) * (static_cast<double>(r) - ref.mean);
             };
-            for (size_t k = 0; k < g.sample_ids.size(); ++k) acc(g.sample_ids[k], ref.sample_logits[k]);
+            for (size_t k = 0; k < g.sample_ids.size(); ++k) {
+                acc(g.sample_ids[k], ref.sample_logits[k]);
+                const double d = static_cast<double>(ours[g.sample_ids[k]]) - ref.sample_logits[k];
+                se_s += d * d;
+                sr_s += static_cast<double>(ref.sample_logits[k]) * ref.sample_logits[k];
+            }
             for (size_t k = 0; k < ref.top_ids.size(); ++k) acc(ref.top_ids[k], ref.top_logits[k]);
             // our log-sum-exp over the whole row
             float mx = ours[0];
@@ -216,13 +265,15 @@ ParityResult run_parity(const std::string& model, const std::string& golden_path
     }
     const double rel = std::sqrt(se / sr), rel_c = std::sqrt(se / sr_c);
     std::printf("[parity] %s, FP16 KV, %zu positions in %zu prompts\n", label, n_pos, g.prompts.size());
-    std::printf("[parity] relative RMS error %.4f%% (vs centred reference %.4f%%)\n", rel * 100, rel_c * 100);
+    std::printf("[parity] relative RMS error %.4f%% (vs centred reference %.4f%%; sample ids only %.4f%%)\n",
+                rel * 100, rel_c * 100, 100 * std::sqrt(se_s / sr_s));
     std::printf("[parity] top-1 agreement %zu/%zu under the margin rule, %zu/%zu overall\n", n_agree, n_checked,
                 n_all_agree, n_pos);
     std::printf("[parity] mean KL(ref||ours) over the reference top-%zu %.3g nats (min covered mass %.3f)\n",
                 g.prompts[0].pos[0].top_ids.size(), kl_sum / n_pos, mass_min);
     out.rel = rel;
     out.rel_centred = rel_c;
+    out.rel_sample = std::sqrt(se_s / sr_s);
     out.kl = kl_sum / n_pos;
     out.n_pos = n_pos;
     out.n_checked = n_checked;
