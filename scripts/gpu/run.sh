@@ -6,7 +6,8 @@
 #             build with ninja (the build folder is reused by later calls)
 #   test      ctest -L cuda, then the model test again with JLLM_CUDA_SYNC_CHECK=1 and the
 #             per-layer error table
-#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda_ops
+#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda_ops, and on a 16-token
+#             generation of the real model when JLLM_GPU_MODEL is set (unpack_pack.sh sets it)
 #   unit      ctest -L unit (the CPU-side suite, on this machine's compiler)
 # Logs go to OUTDIR; a short summary is printed last. Split the steps over several calls when
 # one call's time is limited.
@@ -114,6 +115,14 @@ want sanitize && for tool in memcheck racecheck; do
         note "compute-sanitizer $tool: could not run here (rc $rc, see $(basename "$log"))"
     else
         note "compute-sanitizer $tool: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+    fi
+    # One short generation on the real model (prefill GEMM path, the decode graph, GPU sampling).
+    if [[ -n "${JLLM_GPU_MODEL:-}" && -x "$build/jetson-llm" ]]; then
+        glog="$outdir/sanitizer_${tool}_generation.log"
+        timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/jetson-llm" -m "$JLLM_GPU_MODEL" \
+            --device cuda --raw -p "The capital of France is a city that" -n 16 --temp 0.7 --top-k 40 --seed 1 \
+            > "$glog" 2>&1
+        note "compute-sanitizer $tool, 16-token generation: rc $?, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$glog" | tail -1)"
     fi
 done
 
