@@ -75,6 +75,32 @@ inline __m512i fold4_epi32(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
                             _mm512_shuffle_i64x2(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Lanes 4t..4t+3: token t's activation scale of super-block i (zeros past NA).
+template <int NA>
+inline __m512 token_scales_x4(const BlockQ8_K* const* a, int64_t i) {
+    const __m512i ad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m128 ad4 = _mm_setr_ps(a[0][i].d, NA > 1 ? a[NA > 1 ? 1 : 0][i].d : 0.0f,
+                                   NA > 2 ? a[NA > 2 ? 2 : 0][i].d : 0.0f, NA > 3 ? a[NA > 3 ? 3 : 0][i].d : 0.0f);
+    return _mm512_permutexvar_ps(ad_idx, _mm512_castps128_ps512(ad4));
+}
+
+// out[t] = (l0 + l1) + (l2 + l3) of token t's four lanes: acc1 for NA == 1, else lanes 4t..4t+3
+// of acc.
+template <int NA>
+inline void store_token_sums(__m128 acc1, __m512 acc, float* out) {
+    if constexpr (NA == 1) {
+        const __m128 s1 = _mm_add_ps(acc1, _mm_permute_ps(acc1, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128 s2 = _mm_add_ps(s1, _mm_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
+        out[0] = _mm_cvtss_f32(s2);
+    } else {
+        const __m512 s1 = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m512 s2 = _mm512_add_ps(s1, _mm512_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
+        alignas(64) float r[16];
+        _mm512_store_ps(r, s2);
+        for (int t = 0; t < NA; t++) out[t] = r[4 * t];
+    }
+}
+
 // Q4_K: all four tokens share one float accumulator. Per super-block each token's 16-lane
 // integer sum (scales applied) and its 8-lane mins sum are folded to 4 lanes (exact), then
 // one cvt + FMA per term serves the four tokens: the per-token float work that dominated the
@@ -91,7 +117,6 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     __m128 acc1 = _mm_setzero_ps();    // NA == 1: token 0's four lanes
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    const __m512i ad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
         const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
@@ -125,25 +150,12 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
             const __m512i m23 = _mm512_inserti64x4(_mm512_castsi256_si512(mm[2]), mm[3], 1);
             const __m512i mi = _mm512_add_epi32(_mm512_shuffle_i64x2(m01, m23, _MM_SHUFFLE(2, 0, 2, 0)),
                                                 _mm512_shuffle_i64x2(m01, m23, _MM_SHUFFLE(3, 1, 3, 1)));
-            const __m128 ad4 = _mm_setr_ps(a[0][i].d, NA > 1 ? a[NA > 1 ? 1 : 0][i].d : 0.0f,
-                                           NA > 2 ? a[NA > 2 ? 2 : 0][i].d : 0.0f, NA > 3 ? a[NA > 3 ? 3 : 0][i].d : 0.0f);
-            const __m512 ad = _mm512_permutexvar_ps(ad_idx, _mm512_castps128_ps512(ad4));
+            const __m512 ad = token_scales_x4<NA>(a, i);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(ad, _mm512_set1_ps(dw)), acc);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(ad, _mm512_set1_ps(ndm)), acc);
         }
     }
-    if constexpr (NA == 1) {
-        const __m128 s1 = _mm_add_ps(acc1, _mm_permute_ps(acc1, _MM_SHUFFLE(2, 3, 0, 1)));
-        const __m128 s2 = _mm_add_ps(s1, _mm_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
-        out[0] = _mm_cvtss_f32(s2);
-        return;
-    }
-    // token t: (l0 + l1) + (l2 + l3) of its quarter
-    const __m512 s1 = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
-    const __m512 s2 = _mm512_add_ps(s1, _mm512_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
-    alignas(64) float r[16];
-    _mm512_store_ps(r, s2);
-    for (int t = 0; t < NA; t++) out[t] = r[4 * t];
+    store_token_sums<NA>(acc1, acc, out);
 }
 
 // Q5_K: as Q4_K, plus the fifth bit: qh is broadcast to both halves once per super-block and
@@ -205,7 +217,6 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     const __m512i m30 = _mm512_set1_epi8(0x30);
     const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);  // qh bits 0-1 / 2-3 -> 4-5
     const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);  // qh bits 4-5 / 6-7 -> 4-5
-    const __m512i ad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t i = 0; i < n / QK_K; i++) {
         const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
         const __m512i sc = _mm512_castsi256_si512(sc256);
@@ -238,23 +249,11 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
             acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(a[0][i].d * dw), acc1);
         } else {
             const __m512i si = fold4_epi32(sumi[0], sumi[1], sumi[2], sumi[3]);
-            const __m128 ad4 = _mm_setr_ps(a[0][i].d, NA > 1 ? a[NA > 1 ? 1 : 0][i].d : 0.0f,
-                                           NA > 2 ? a[NA > 2 ? 2 : 0][i].d : 0.0f, NA > 3 ? a[NA > 3 ? 3 : 0][i].d : 0.0f);
-            const __m512 ad = _mm512_permutexvar_ps(ad_idx, _mm512_castps128_ps512(ad4));
+            const __m512 ad = token_scales_x4<NA>(a, i);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(ad, _mm512_set1_ps(dw)), acc);
         }
     }
-    if constexpr (NA == 1) {
-        const __m128 s1 = _mm_add_ps(acc1, _mm_permute_ps(acc1, _MM_SHUFFLE(2, 3, 0, 1)));
-        const __m128 s2 = _mm_add_ps(s1, _mm_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
-        out[0] = _mm_cvtss_f32(s2);
-        return;
-    }
-    const __m512 s1 = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
-    const __m512 s2 = _mm512_add_ps(s1, _mm512_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
-    alignas(64) float r[16];
-    _mm512_store_ps(r, s2);
-    for (int t = 0; t < NA; t++) out[t] = r[4 * t];
+    store_token_sums<NA>(acc1, acc, out);
 }
 
 // zmm whose lanes 0..7 are lane 0 of v and lanes 8..15 lane 2 of v.

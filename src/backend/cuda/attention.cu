@@ -221,17 +221,6 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
 // and the par partial sums meet in shared memory in a fixed order. With out_q8, the first
 // head_dim threads (whole warps) also quantize the output, one act_q8 block per warp.
 constexpr int COMBINE_MAX_PAR = 8;
-__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
-    v = is_max ? warp_max(v) : warp_sum(v);
-    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    __syncthreads();  // red may still be read from an earlier call
-    if (lane == 0) red[wid] = v;
-    __syncthreads();
-    float r = red[0];
-    for (int i = 1; i < nw; ++i) r = is_max ? fmaxf(r, red[i]) : r + red[i];
-    return r;
-}
-
 __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(AttentionParams p, int n_split) {
     __shared__ float f[ATTN_MAX_SPLIT_GRID];
     __shared__ float red[MAX_HD * 4 / WARP];
@@ -245,7 +234,7 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     // max over the splits' m (an empty split has m = -inf, l = 0)
     float mx = -INFINITY;
     for (int s = tid; s < n_used; s += nthr) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
-    mx = block_reduce(mx, true, red);
+    mx = block_reduce<true>(mx, red);
     float lsum = 0.0f;
     for (int s = tid; s < n_used; s += nthr) {
         const float ms = w[s * (hd + 2) + hd], ls = w[s * (hd + 2) + hd + 1];
@@ -253,7 +242,7 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
         f[s] = fs;
         lsum += ls * fs;
     }
-    const float l = block_reduce(lsum, false, red);  // its barriers also publish f
+    const float l = block_reduce<false>(lsum, red);  // its barriers also publish f
     float acc = 0.0f;
 #pragma unroll 8
     for (int s = g; s < n_used; s += par) acc += w[s * (hd + 2) + d] * f[s];

@@ -117,6 +117,8 @@ public:
         tap_ctx_ = ctx;
     }
     int32_t forward_argmax(int32_t token, int pos);
+    // One decode step up to the logits in logits_dev_ (the graph when usable), nothing copied back.
+    void decode_logits_on_device(int32_t token, int pos);
     void forward_topk(int32_t token, int pos, int k, int32_t* ids, float* vals);
 
 private:
@@ -721,17 +723,20 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     prof_collect();
 }
 
+void CudaBackend::decode_logits_on_device(int32_t token, int pos) {
+    if (graph_usable() && decode_graph(token, pos)) return;
+    prof("start");
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
+    run_layers(&token, tokens_dev_, 1, pos, nullptr);
+    final_norm(0, 1);
+    logits_rows(0, 1);
+}
+
 int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
-    if (!(graph_usable() && decode_graph(token, pos))) {
-        prof("start");
-        JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
-        run_layers(&token, tokens_dev_, 1, pos, nullptr);
-        final_norm(0, 1);
-        logits_rows(0, 1);
-    }
+    decode_logits_on_device(token, pos);
     cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_work_, argmax_dev_, stream_);
     prof("argmax");
     int32_t id = 0;
@@ -746,13 +751,7 @@ void CudaBackend::forward_topk(int32_t token, int pos, int k, int32_t* ids, floa
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
     JLLM_ASSERT(k >= 1 && k <= cuda::TOPK_MAX && k <= c_.n_vocab);
-    if (!(graph_usable() && decode_graph(token, pos))) {
-        prof("start");
-        JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
-        run_layers(&token, tokens_dev_, 1, pos, nullptr);
-        final_norm(0, 1);
-        logits_rows(0, 1);
-    }
+    decode_logits_on_device(token, pos);
     cuda::launch_topk(logits_dev_, c_.n_vocab, k, topk_work_, topk_vals_, topk_ids_, stream_);
     prof("top-k");
     JLLM_CUDA_CHECK(cudaMemcpyAsync(vals, topk_vals_, static_cast<size_t>(k) * sizeof(float), cudaMemcpyDeviceToHost,

@@ -41,16 +41,36 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Sum (MAX = false) or max (MAX = true) of `v` over the block; red: WARP floats of shared
+// memory. Every thread gets the result; the barriers also publish earlier shared-memory writes,
+// and red may be reused right after.
+template <bool MAX>
+__device__ __forceinline__ float block_reduce(float v, float* red) {
+    v = MAX ? warp_max(v) : warp_sum(v);
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    const int nw = (blockDim.x + WARP - 1) / WARP;
+    v = lane < nw ? red[lane] : (MAX ? -INFINITY : 0.0f);
+    v = MAX ? warp_max(v) : warp_sum(v);
+    __syncthreads();
+    return v;
+}
+
 __host__ __device__ __forceinline__ float ldh(const Half& h) { return fp16_to_f32(h.bits); }
 
-// Loads 16 bytes that are known to be 16-byte aligned.
-__host__ __device__ __forceinline__ uint4 ld16(const uint8_t* p) {
+// A read-only load of a T at p (aligned for T): through the non-coherent cache on the device.
+template <typename T>
+__host__ __device__ __forceinline__ T ld_ro(const uint8_t* p) {
 #ifdef __CUDA_ARCH__
-    return __ldg(reinterpret_cast<const uint4*>(p));
+    return __ldg(reinterpret_cast<const T*>(p));
 #else
-    return *reinterpret_cast<const uint4*>(p);
+    return *reinterpret_cast<const T*>(p);
 #endif
 }
+
+// Loads 16 bytes that are known to be 16-byte aligned.
+__host__ __device__ __forceinline__ uint4 ld16(const uint8_t* p) { return ld_ro<uint4>(p); }
 
 __host__ __device__ __forceinline__ uint8_t byte_of(const uint4& v, int i) {
     const uint32_t w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
@@ -405,20 +425,8 @@ __device__ __forceinline__ void quantize_block_warp(float v, int lane, int8_t* q
 // h (elements 16h..16h+15), a scale a[h] and an offset b[h] with  w = a[h] * q + b[h]  equal to
 // ChunkDequant's value. Every quantized type's integers fit int8.
 
-__host__ __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) {
-#ifdef __CUDA_ARCH__
-    return __ldg(reinterpret_cast<const unsigned short*>(p));
-#else
-    return *reinterpret_cast<const uint16_t*>(p);
-#endif
-}
-__host__ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
-#ifdef __CUDA_ARCH__
-    return __ldg(reinterpret_cast<const unsigned int*>(p));
-#else
-    return *reinterpret_cast<const uint32_t*>(p);
-#endif
-}
+__host__ __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return ld_ro<unsigned short>(p); }
+__host__ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return ld_ro<unsigned int>(p); }
 // Four bytes from a 2-byte aligned address.
 __host__ __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
 

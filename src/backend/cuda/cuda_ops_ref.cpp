@@ -13,46 +13,30 @@
 namespace jllm {
 namespace cuda {
 
-void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                int n_tok, float* y, MatOut out) {
-    const TypeTraits& tt = type_traits(type);
-    const size_t rb = row_size(type, cols);
-    std::vector<float> row(static_cast<size_t>(cols)), row2(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-        tt.to_float(static_cast<const uint8_t*>(w) + r * rb, row.data(), cols);
-        if (out == MatOut::SwiGLU) tt.to_float(static_cast<const uint8_t*>(w2) + r * rb, row2.data(), cols);
-        for (int t = 0; t < n_tok; ++t) {
-            const float* xt = x + static_cast<int64_t>(t) * cols;
-            double s = 0.0, s2 = 0.0;
-            for (int64_t i = 0; i < cols; ++i) s += static_cast<double>(row[i]) * xt[i];
-            if (out == MatOut::SwiGLU) {
-                for (int64_t i = 0; i < cols; ++i) s2 += static_cast<double>(row2[i]) * xt[i];
-            }
-            float& o = y[static_cast<int64_t>(t) * rows + r];
-            const float g = static_cast<float>(s);
-            if (out == MatOut::Store) o = g;
-            else if (out == MatOut::Add) o += g;
-            else o = g / (1.0f + std::exp(-g)) * static_cast<float>(s2);
-        }
-    }
-}
-
 float round_f16_sat(float v) { return to_f32(to_half(std::max(-65504.0f, std::min(65504.0f, v)))); }
 
-void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                  int n_tok, float* y, MatOut out) {
+namespace {
+
+// Y = W X with the kernels' epilogues, sums in double; with f16 the weights and activations are
+// first rounded as the tensor-core GEMM rounds them.
+void matmul_ref_impl(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                     int n_tok, float* y, MatOut out, bool f16) {
     const TypeTraits& tt = type_traits(type);
     const size_t rb = row_size(type, cols);
-    std::vector<float> xr(static_cast<size_t>(n_tok) * cols), row(static_cast<size_t>(cols)),
+    std::vector<float> xr(x, x + static_cast<size_t>(n_tok) * cols), row(static_cast<size_t>(cols)),
         row2(static_cast<size_t>(cols));
-    for (size_t i = 0; i < xr.size(); ++i) xr[i] = round_f16_sat(x[i]);
-    for (int64_t r = 0; r < rows; ++r) {
-        tt.to_float(static_cast<const uint8_t*>(w) + r * rb, row.data(), cols);
-        for (float& v : row) v = round_f16_sat(v);
-        if (out == MatOut::SwiGLU) {
-            tt.to_float(static_cast<const uint8_t*>(w2) + r * rb, row2.data(), cols);
-            for (float& v : row2) v = round_f16_sat(v);
+    if (f16) {
+        for (float& v : xr) v = round_f16_sat(v);
+    }
+    auto load_row = [&](const void* m, int64_t r, std::vector<float>& dst) {
+        tt.to_float(static_cast<const uint8_t*>(m) + r * rb, dst.data(), cols);
+        if (f16) {
+            for (float& v : dst) v = round_f16_sat(v);
         }
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+        load_row(w, r, row);
+        if (out == MatOut::SwiGLU) load_row(w2, r, row2);
         for (int t = 0; t < n_tok; ++t) {
             const float* xt = xr.data() + static_cast<int64_t>(t) * cols;
             double s = 0.0, s2 = 0.0;
@@ -67,6 +51,18 @@ void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, in
             else o = g / (1.0f + std::exp(-g)) * static_cast<float>(s2);
         }
     }
+}
+
+}  // namespace
+
+void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                int n_tok, float* y, MatOut out) {
+    matmul_ref_impl(type, w, w2, rows, cols, x, n_tok, y, out, false);
+}
+
+void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                  int n_tok, float* y, MatOut out) {
+    matmul_ref_impl(type, w, w2, rows, cols, x, n_tok, y, out, true);
 }
 
 void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq) {

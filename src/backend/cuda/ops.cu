@@ -66,18 +66,6 @@ namespace {
 
 constexpr int NORM_THREADS = 256;
 
-__device__ float block_sum(float v, float* red /* [32] */) {
-    v = warp_sum(v);
-    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
-    if (lane == 0) red[wid] = v;
-    __syncthreads();
-    const int nw = (blockDim.x + WARP - 1) / WARP;
-    v = lane < nw ? red[lane] : 0.0f;
-    v = warp_sum(v);
-    __syncthreads();
-    return v;
-}
-
 // x, y: [n_rows][n]; w: [n]. One block per row.
 __global__ void __launch_bounds__(NORM_THREADS)
     kernel_rmsnorm(const float* x, const float* __restrict__ w, float* y, int64_t n, float eps) {
@@ -86,7 +74,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
     float* yr = y + blockIdx.x * n;
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = block_sum(ss, red);
+    ss = block_reduce<false>(ss, red);
     const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
 }
@@ -117,7 +105,7 @@ __global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
         const float4 v = x4[i];
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
-    ss = block_sum(ss, red);
+    ss = block_reduce<false>(ss, red);
     if (!mine) return;
     const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
     const float v = xv * scale * wv;
