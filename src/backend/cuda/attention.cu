@@ -23,6 +23,8 @@ namespace cuda {
 
 namespace {
 
+AttnKernel g_attn_kernel = AttnKernel::Auto;
+
 constexpr int MAX_HD = 256;
 constexpr int MAX_DPL = MAX_HD / WARP;  // output dims per lane
 constexpr int KT = 32;                  // keys per tile
@@ -263,6 +265,8 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
 
 }  // namespace
 
+void set_attention_kernel(AttnKernel k) { g_attn_kernel = k; }
+
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split) {
     return static_cast<size_t>(n_tok) * n_head * max_split * (head_dim + 2);
 }
@@ -285,6 +289,13 @@ void launch_attention(const AttentionParams& p, void* stream) {
         int per = 0, used = 0;
         split_plan(p.pos0 + p.n_tok, p.max_split, &per, &used);
         n_split = used > 1 ? p.max_split : 1;
+    }
+    if (n_split == 1 && g_attn_kernel == AttnKernel::Auto && attention_mma_supported(p)) {
+        launch_attention_mma(p, stream);
+        if (p.out_q8 != nullptr) {
+            launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
+        }
+        return;
     }
     // Query tokens per block: up to 16 warps of group heads x tokens.
     const int qt = std::max(1, std::min(p.n_tok, 16 / group));

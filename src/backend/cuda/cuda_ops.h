@@ -173,6 +173,13 @@ constexpr int ATTN_MIN_SPLIT_KEYS = 32;
 constexpr int ATTN_MAX_SPLIT = 256;
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
+// Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores
+// (attention_mma.cu: Q and P rounded to fp16, sums in fp32); launch_attention picks it unless
+// set_attention_kernel(AttnKernel::Simt) (tests and benchmarks) asks for the fp32 kernel.
+enum class AttnKernel { Auto, Simt };
+void set_attention_kernel(AttnKernel k);
+bool attention_mma_supported(const AttentionParams& p);
+void launch_attention_mma(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers
 
 // ---- greedy sampling: out[0] = index of the first maximum of x[n] ----
