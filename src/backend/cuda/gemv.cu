@@ -158,69 +158,90 @@ __device__ __forceinline__ int dot8(const uint32_t* q, uint4 x0, uint4 x1) {
     return dp4a_i8(q[7], x1.w, dp4a_i8(q[6], x1.z, dp4a_i8(q[5], x1.y, dp4a_i8(q[4], x1.x, d))));
 }
 
-// Units c, c + step, ... (U of them) of one row into acc[NT]. `live` (warp-uniform) bounds the
-// slots: a slot past the row's units for the whole warp is skipped; within a live slot, lanes
-// past the end read a valid unit and weigh it by zero.
-template <GgmlType T, int NT, int U>
-__device__ __forceinline__ void gemv_q8_batch(const uint8_t* wr, int64_t c, int64_t step, int64_t n_units,
-                                              int live, const GemvQ8Args& a, float* acc) {
+// Units c, c + step, ... (U of them) of R rows (the same unit indices in each) into acc[R][NT].
+// `live` (warp-uniform) bounds the slots: a slot past the rows' units for the whole warp is
+// skipped; within a live slot, lanes past the end read a valid unit and weigh it by zero. With
+// R = 2 each activation load serves both rows (the loads of activations otherwise outnumber the
+// weight bytes two to one on the L1 path).
+template <GgmlType T, int NT, int U, int R>
+__device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t c, int64_t step, int64_t n_units,
+                                              int live, const GemvQ8Args& a, float (*acc)[NT]) {
     const int64_t n_chunks = a.cols / 32;
     if constexpr (GemvUnit<T>::CHUNKS == 2) {
         // Q4_K pair p of a 256-block: chunks 2p, 2p + 1 = low / high nibbles of qs[32p..32p+31].
-        uint4 hdr[U], v0[U], v1[U];
+        uint4 hdr[R][U], v0[R][U], v1[R][U];
         int64_t cc[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (u < live) {
                 const int64_t cu = c + u * step;
                 cc[u] = cu < n_units ? cu : n_units - 1;
-                const uint8_t* blk = wr + (cc[u] / 4) * sizeof(BlockQ4_K);
                 const int p = static_cast<int>(cc[u] % 4);
-                hdr[u] = ld16(blk);
-                v0[u] = ld16(blk + 16 + 32 * p);
-                v1[u] = ld16(blk + 32 + 32 * p);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const uint8_t* blk = wr[r] + (cc[u] / 4) * sizeof(BlockQ4_K);
+                    hdr[r][u] = ld16(blk);
+                    v0[r][u] = ld16(blk + 16 + 32 * p);
+                    v1[r][u] = ld16(blk + 32 + 32 * p);
+                }
             }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (u >= live) continue;
             const int p = static_cast<int>(cc[u] % 4);
-            float sc0, mn0, sc1, mn1;
-            scale_min_k4_words(hdr[u].y, hdr[u].z, hdr[u].w, 2 * p, &sc0, &mn0);
-            scale_min_k4_words(hdr[u].y, hdr[u].z, hdr[u].w, 2 * p + 1, &sc1, &mn1);
-            float d = fp16_to_f32(static_cast<uint16_t>(hdr[u].x & 0xFFFFu));
-            float dmin = fp16_to_f32(static_cast<uint16_t>(hdr[u].x >> 16));
-            if (c + u * step >= n_units) d = dmin = 0.0f;
-            const float a0 = d * sc0, a1 = d * sc1, b0 = -(dmin * mn0), b1 = -(dmin * mn1);
-            const uint32_t w[8] = {v0[u].x, v0[u].y, v0[u].z, v0[u].w, v1[u].x, v1[u].y, v1[u].z, v1[u].w};
-            uint32_t lo[8], hi[8];
+            const bool past = c + u * step >= n_units;
+            float a0[R], a1[R], b0[R], b1[R];
+            uint32_t lo[R][8], hi[R][8];
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                lo[k] = w[k] & 0x0F0F0F0Fu;
-                hi[k] = (w[k] >> 4) & 0x0F0F0F0Fu;
+            for (int r = 0; r < R; ++r) {
+                float sc0, mn0, sc1, mn1;
+                scale_min_k4_words(hdr[r][u].y, hdr[r][u].z, hdr[r][u].w, 2 * p, &sc0, &mn0);
+                scale_min_k4_words(hdr[r][u].y, hdr[r][u].z, hdr[r][u].w, 2 * p + 1, &sc1, &mn1);
+                float d = fp16_to_f32(static_cast<uint16_t>(hdr[r][u].x & 0xFFFFu));
+                float dmin = fp16_to_f32(static_cast<uint16_t>(hdr[r][u].x >> 16));
+                if (past) d = dmin = 0.0f;
+                a0[r] = d * sc0;
+                a1[r] = d * sc1;
+                b0[r] = -(dmin * mn0);
+                b1[r] = -(dmin * mn1);
+                const uint32_t w[8] = {v0[r][u].x, v0[r][u].y, v0[r][u].z, v0[r][u].w,
+                                       v1[r][u].x, v1[r][u].y, v1[r][u].z, v1[r][u].w};
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    lo[r][k] = w[k] & 0x0F0F0F0Fu;
+                    hi[r][k] = (w[k] >> 4) & 0x0F0F0F0Fu;
+                }
             }
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 64);
                 const float4* sp = a.xs + t * n_chunks + 2 * cc[u];
                 const float4 s0 = __ldg(sp), s1 = __ldg(sp + 1);
-                const int d0 = dot8(lo, ld16(xp), ld16(xp + 16));
-                const int d1 = dot8(hi, ld16(xp + 32), ld16(xp + 48));
-                acc[t] += (a0 * static_cast<float>(d0)) * s0.x + b0 * (s0.y + s0.z) +
-                          (a1 * static_cast<float>(d1)) * s1.x + b1 * (s1.y + s1.z);
+                const uint4 x0 = ld16(xp), x1 = ld16(xp + 16), x2 = ld16(xp + 32), x3 = ld16(xp + 48);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int d0 = dot8(lo[r], x0, x1);
+                    const int d1 = dot8(hi[r], x2, x3);
+                    acc[r][t] += (a0[r] * static_cast<float>(d0)) * s0.x + b0[r] * (s0.y + s0.z) +
+                                 (a1[r] * static_cast<float>(d1)) * s1.x + b1[r] * (s1.y + s1.z);
+                }
             }
         }
     } else {
-        uint32_t q[U][8];
-        float sa[U][2], sb[U][2];
+        uint32_t q[R][U][8];
+        float sa[R][U][2], sb[R][U][2];
         int64_t cc[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (u < live) {
                 const int64_t cu = c + u * step;
                 cc[u] = cu < n_units ? cu : n_units - 1;
-                ChunkQ8<T>::run(wr, cc[u], q[u], sa[u], sb[u]);
-                if (cu >= n_units) sa[u][0] = sa[u][1] = sb[u][0] = sb[u][1] = 0.0f;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    ChunkQ8<T>::run(wr[r], cc[u], q[r][u], sa[r][u], sb[r][u]);
+                    if (cu >= n_units) sa[r][u][0] = sa[r][u][1] = sb[r][u][0] = sb[r][u][1] = 0.0f;
+                }
             }
         }
 #pragma unroll
@@ -231,96 +252,128 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* wr, int64_t c, int6
                 const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 32);
                 const uint4 x0 = ld16(xp), x1 = ld16(xp + 16);
                 const float4 s = __ldg(a.xs + t * n_chunks + cc[u]);
-                const uint32_t* qu = q[u];
-                const int d0 =
-                    dp4a_i8(qu[3], x0.w, dp4a_i8(qu[2], x0.z, dp4a_i8(qu[1], x0.y, dp4a_i8(qu[0], x0.x, 0))));
-                const int d1 =
-                    dp4a_i8(qu[7], x1.w, dp4a_i8(qu[6], x1.z, dp4a_i8(qu[5], x1.y, dp4a_i8(qu[4], x1.x, 0))));
-                acc[t] += (sa[u][0] * static_cast<float>(d0) + sa[u][1] * static_cast<float>(d1)) * s.x +
-                          sb[u][0] * s.y + sb[u][1] * s.z;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const uint32_t* qu = q[r][u];
+                    const int d0 =
+                        dp4a_i8(qu[3], x0.w, dp4a_i8(qu[2], x0.z, dp4a_i8(qu[1], x0.y, dp4a_i8(qu[0], x0.x, 0))));
+                    const int d1 =
+                        dp4a_i8(qu[7], x1.w, dp4a_i8(qu[6], x1.z, dp4a_i8(qu[5], x1.y, dp4a_i8(qu[4], x1.x, 0))));
+                    acc[r][t] += (sa[r][u][0] * static_cast<float>(d0) + sa[r][u][1] * static_cast<float>(d1)) * s.x +
+                                 sb[r][u][0] * s.y + sb[r][u][1] * s.z;
+                }
             }
         }
     }
 }
 
-// UB: units per lane per batch (2 when rows are short: fewer registers, more warps resident).
-template <GgmlType T, int NT, int UB>
+// R: rows per warp (2 for long rows: one activation load serves both; 1 for short rows, where
+// more warps matter more, and for SwiGLU, which already reads two matrices). Two units per lane
+// per batch and row.
+template <GgmlType T, int NT, int R>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Args a) {
-    __shared__ float part[2][GEMV_Q8_WARPS][NT];
+    constexpr int U = 2;
+    __shared__ float part[2][GEMV_Q8_WARPS][R][NT];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const int ks = a.ks;
-    const int64_t r = static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks;
+    const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks) * R;
     const int kp = warp % ks;
     // Segment by selects, not by indexing the parameter arrays (which would copy them to
     // local memory).
-    const int seg = r < a.row_end[0] ? 0 : (r < a.row_end[1] ? 1 : 2);
-    const int64_t seg_begin = seg == 0 ? 0 : (seg == 1 ? a.row_end[0] : a.row_end[1]);
-    const int64_t seg_end = seg == 0 ? a.row_end[0] : (seg == 1 ? a.row_end[1] : a.row_end[2]);
-    const bool valid = r < seg_end;  // no early return: the block meets at a barrier
-    const int64_t lr = r - seg_begin;
+    int seg[R];
+    int64_t seg_rows[R], lr[R];
+    bool valid[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+        const int64_t r = r0 + i;
+        seg[i] = r < a.row_end[0] ? 0 : (r < a.row_end[1] ? 1 : 2);
+        const int64_t begin = seg[i] == 0 ? 0 : (seg[i] == 1 ? a.row_end[0] : a.row_end[1]);
+        const int64_t end = seg[i] == 0 ? a.row_end[0] : (seg[i] == 1 ? a.row_end[1] : a.row_end[2]);
+        valid[i] = r < end;  // no early return: the block meets at a barrier
+        seg_rows[i] = end - begin;
+        lr[i] = r - begin;
+    }
     const bool swiglu = a.out_mode == static_cast<int>(MatOut::SwiGLU);
     const int64_t n_chunks = a.cols / 32;
-    float acc[NT], acc2[NT];
+    float acc[R][NT], acc2[1][NT];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = acc2[t] = 0.0f;
-    if (valid) {
-        const uint8_t* wr = (seg == 0 ? a.w[0] : (seg == 1 ? a.w[1] : a.w[2])) + lr * a.row_bytes;
+    for (int t = 0; t < NT; ++t) {
+        acc2[0][t] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i][t] = 0.0f;
+    }
+    if (valid[0]) {  // rows ascend: an invalid first row means no valid row
+        const uint8_t* wr[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            // an invalid later row reads the first row's bytes; its sums are never stored
+            const int j = valid[i] ? i : 0;
+            wr[i] = (seg[j] == 0 ? a.w[0] : (seg[j] == 1 ? a.w[1] : a.w[2])) + lr[j] * a.row_bytes;
+        }
         const int64_t n_units = n_chunks / GemvUnit<T>::CHUNKS;
         const int64_t step = static_cast<int64_t>(WARP) * ks;
         // Slots of a batch that hold a unit for at least lane 0 of this warp (warp-uniform).
-        auto live_slots = [&](int64_t c0, int u_max) {
+        auto live_slots = [&](int64_t c0) {
             const int64_t left = n_units - c0;
-            return static_cast<int>(left <= 0 ? 0 : std::min<int64_t>(u_max, (left + step - 1) / step));
+            return static_cast<int>(left <= 0 ? 0 : std::min<int64_t>(U, (left + step - 1) / step));
         };
         const int64_t first = static_cast<int64_t>(kp) * WARP;  // lane 0's first unit
         if (!swiglu) {
-            constexpr int U = UB;
             for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
-                gemv_q8_batch<T, NT, U>(wr, c0 + lane, step, n_units, live_slots(c0, U), a, acc);
+                gemv_q8_batch<T, NT, U, R>(wr, c0 + lane, step, n_units, live_slots(c0), a, acc);
             }
-        } else {
-            constexpr int U = 2;
-            const uint8_t* wr2 = a.w2 + lr * a.row_bytes;
+        } else if constexpr (R == 1) {
+            const uint8_t* wr2[1] = {a.w2 + lr[0] * a.row_bytes};
             for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
-                const int live = live_slots(c0, U);
-                gemv_q8_batch<T, NT, U>(wr, c0 + lane, step, n_units, live, a, acc);
-                gemv_q8_batch<T, NT, U>(wr2, c0 + lane, step, n_units, live, a, acc2);
+                const int live = live_slots(c0);
+                gemv_q8_batch<T, NT, U, 1>(wr, c0 + lane, step, n_units, live, a, acc);
+                gemv_q8_batch<T, NT, U, 1>(wr2, c0 + lane, step, n_units, live, a, acc2);
             }
         }
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-        acc[t] = warp_sum(acc[t]);
-        if (swiglu) acc2[t] = warp_sum(acc2[t]);
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i][t] = warp_sum(acc[i][t]);
+        if (swiglu) acc2[0][t] = warp_sum(acc2[0][t]);
     }
     if (ks > 1) {
         if (lane == 0) {
 #pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                part[0][warp][t] = acc[t];
-                part[1][warp][t] = acc2[t];
+            for (int i = 0; i < R; ++i) {
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    part[0][warp][i][t] = acc[i][t];
+                    part[1][warp][i][t] = acc2[0][t];
+                }
             }
         }
         __syncthreads();
         if (kp == 0 && lane == 0) {
 #pragma unroll
-            for (int t = 0; t < NT; ++t) {
-                for (int k = 1; k < ks; ++k) {
-                    acc[t] += part[0][warp + k][t];
-                    acc2[t] += part[1][warp + k][t];
+            for (int i = 0; i < R; ++i) {
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    for (int k = 1; k < ks; ++k) {
+                        acc[i][t] += part[0][warp + k][i][t];
+                        if (i == 0) acc2[0][t] += part[1][warp + k][0][t];
+                    }
                 }
             }
         }
     }
-    if (!valid || kp != 0 || lane != 0) return;
-    float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
-    const int64_t rows = seg_end - seg_begin;
+    if (kp != 0 || lane != 0) return;
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-        float* out = y + t * rows + lr;
-        if (a.out_mode == static_cast<int>(MatOut::Store)) *out = acc[t];
-        else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += acc[t];
-        else *out = silu_mul(acc[t], acc2[t]);
+    for (int i = 0; i < R; ++i) {
+        if (!valid[i]) continue;
+        float* y = seg[i] == 0 ? a.y[0] : (seg[i] == 1 ? a.y[1] : a.y[2]);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            float* out = y + t * seg_rows[i] + lr[i];
+            if (a.out_mode == static_cast<int>(MatOut::Store)) *out = acc[i][t];
+            else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += acc[i][t];
+            else *out = silu_mul(acc[i][t], acc2[0][t]);
+        }
     }
 }
 
@@ -335,13 +388,14 @@ void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream
            (per_lane(a.ks) > 4 || (total_rows * a.ks < 8192 && n_units >= static_cast<int64_t>(WARP) * 2 * a.ks))) {
         a.ks *= 2;
     }
-    const int rows_per_block = GEMV_Q8_WARPS / a.ks;
+    // Two rows per warp for long rows (more than one batch per lane), one otherwise.
+    const bool two_rows = per_lane(a.ks) > 2 && a.out_mode != static_cast<int>(MatOut::SwiGLU);
+    const int rows_per_block = GEMV_Q8_WARPS / a.ks * (two_rows ? 2 : 1);
     const dim3 grid(static_cast<unsigned>((total_rows + rows_per_block - 1) / rows_per_block));
-    const bool short_rows = per_lane(a.ks) <= 2;
     auto go = [&](auto nt) {
         constexpr int NT = decltype(nt)::value;
-        if (short_rows) kernel_gemv_q8<T, NT, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
-        else kernel_gemv_q8<T, NT, 4><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        if (two_rows) kernel_gemv_q8<T, NT, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else kernel_gemv_q8<T, NT, 1><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
     };
     switch (n_tok) {
         case 1: go(std::integral_constant<int, 1>{}); break;
