@@ -7,12 +7,13 @@
 // decode step (the output matrix for Q6_K only, as in the q4_k_m file). Each case rotates over
 // enough device copies of its matrix (together >= --rotate-mib, at least 2) that L2 holds none
 // between two uses, as in a real decode step where every weight is read once per token. A sample
-// is a run of back-to-back calls held behind a launch gate (cuda_bench.h) and timed with CUDA
+// is a run of calls captured once as a CUDA graph (as the engine runs its decode step; --launch
+// stream: back-to-back launches) held behind a launch gate (cuda_bench.h) and timed with CUDA
 // events, so it measures the GPU, not the host's launch rate; the table gives the median time per
 // call over --reps samples. After timing, one call is checked against matmul_ref on the first
 // rows (relative RMS error; > 5% fails the run).
 //   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4] [--quick]
-//                      [--json FILE]
+//                      [--launch graph|stream] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -45,7 +46,7 @@ namespace cuda = jllm::cuda;
 
 constexpr double CHECK_BOUND = 0.05;  // relative RMS error of the checked rows
 constexpr int64_t CHECK_ROWS = 64;
-constexpr int MAX_CALLS_PER_SAMPLE = 256;  // stay well inside the driver's launch queue
+constexpr int MAX_CALLS_PER_SAMPLE = 256;  // stream launches: stay well inside the driver's launch queue
 constexpr int MIN_CALLS_PER_SAMPLE = 8;
 
 // A weight matrix W [rows][cols]: rows = output features, cols = input features (GGUF ne[1], ne[0]).
@@ -246,6 +247,7 @@ struct Options {
     size_t rotate_bytes = size_t{256} << 20;
     std::vector<int> ntoks{1};
     uint64_t seed = 42;
+    bool graph = true;  // time the calls as a CUDA graph (the engine's decode path) or as stream launches
 };
 
 // Times launch_matmul on `shape` for every n_tok of opt.ntoks; appends one result per n_tok.
@@ -259,7 +261,10 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     size_t copies = std::max<size_t>(2 * per_call, (opt.rotate_bytes + mat_bytes - 1) / mat_bytes);
     copies = round_up(copies, per_call);
     const int n_calls = static_cast<int>(copies) / per_call;  // distinct calls in the rotation
-    const int calls_per_sample = std::min(MAX_CALLS_PER_SAMPLE, std::max(MIN_CALLS_PER_SAMPLE, n_calls));
+    const int calls_per_sample =
+        opt.graph ? (n_calls >= MAX_CALLS_PER_SAMPLE ? MAX_CALLS_PER_SAMPLE
+                                                     : n_calls * ((MIN_CALLS_PER_SAMPLE + n_calls - 1) / n_calls))
+                  : std::min(MAX_CALLS_PER_SAMPLE, std::max(MIN_CALLS_PER_SAMPLE, n_calls));
     const int max_tok = *std::max_element(opt.ntoks.begin(), opt.ntoks.end());
 
     const std::vector<uint8_t> host_w = random_matrix(type, shape.rows, shape.cols, opt.seed);
@@ -311,10 +316,25 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         int k = 0;
         for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);  // warm-up (and module load)
         stream.sync();
+        cuda::BenchGraph graph;
+        if (opt.graph) {
+            // One pass over the rotation from copy 0 (calls_per_sample is a multiple of n_calls
+            // or at least 256 calls, so a sample's first call's copy was not read in the last
+            // rotate_bytes): the graph replays it per sample.
+            graph.begin(stream.get());
+            for (int i = 0; i < calls_per_sample; ++i) call(i, n_tok);
+            graph.end(stream.get());
+            graph.launch(stream.get());
+            stream.sync();
+        }
         for (int s = 0; s < opt.reps; ++s) {
             gate.hold(stream.get());
             timer.start(stream.get());
-            for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);
+            if (opt.graph) {
+                graph.launch(stream.get());
+            } else {
+                for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);
+            }
             timer.stop(stream.get());
             gate.release();
             r.us.push_back(timer.elapsed_ms() * 1e3 / calls_per_sample);
@@ -415,6 +435,7 @@ int main(int argc, char** argv) {
     double rotate_mib = 256;
     std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", json_path;
     bool quick = false, no_large = false, no_model = false;
+    std::string launch = "graph";
     uint64_t seed = 42;
     app.add_option("--copy-gib", copy_gib, "device-to-device copy buffer size in GiB")->capture_default_str();
     app.add_option("--copy-reps", copy_reps, "timed copies (the best is reported)")->capture_default_str();
@@ -423,6 +444,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--ntok", ntok_s, "tokens per GEMV call, comma-separated, each 1..4")->capture_default_str();
     app.add_option("--rotate-mib", rotate_mib, "the copies of a matrix total at least this (MiB; L2 must not hold them)")
+        ->capture_default_str();
+    app.add_option("--launch", launch, "how a sample's calls are launched: graph (one CUDA graph, as the engine's "
+                                       "decode step) or stream (back-to-back launches behind the gate)")
+        ->check(CLI::IsMember({"graph", "stream"}))
         ->capture_default_str();
     app.add_flag("--no-large", no_large, "skip the large-matrix cases");
     app.add_flag("--no-model", no_model, "skip the qwen3-4b shapes");
@@ -445,14 +470,16 @@ int main(int argc, char** argv) {
         opt.reps = reps;
         opt.ntoks = parse_int_list(ntok_s, "--ntok");
         opt.seed = seed;
+        opt.graph = launch == "graph";
         const std::vector<GgmlType> types = parse_types(types_s);
         if (cuda::device_count() == 0) {
             throw jllm::JllmError("no CUDA device found (cudaGetDeviceCount reports none or no driver is loaded); "
                                   "this program needs a GPU");
         }
         if (const char* v = std::getenv("JLLM_CUDA_SYNC_CHECK"); v && v[0] && std::strcmp(v, "0") != 0) {
-            std::fprintf(stderr, "jllm-bench-kernels: warning: JLLM_CUDA_SYNC_CHECK is set; launches synchronize and "
-                                 "the times are not meaningful\n");
+            std::fprintf(stderr, "jllm-bench-kernels: warning: JLLM_CUDA_SYNC_CHECK is set; launches synchronize "
+                                 "(stream launches, no graph) and the times are not meaningful\n");
+            opt.graph = false;  // synchronizing inside a stream capture is an error
         }
         const cuda::DeviceInfo dev = cuda::device_info(0);
         opt.rotate_bytes = std::max(static_cast<size_t>(rotate_mib * 1048576.0), 4 * dev.l2_bytes);
@@ -495,10 +522,10 @@ int main(int argc, char** argv) {
         std::printf("- command: `%s`\n", command.c_str());
         std::printf("- device copy (cudaMemcpy D2D, %.2f GiB, read + write): **%.1f GB/s** best of %d (median %.1f)\n",
                     copy.bytes / 1073741824.0, copy.best_gbps, copy_reps, copy.median_gbps);
-        std::printf("- GEMV: cuda::launch_gemv_q8 (8-bit activations; launch_matmul for unquantized types), median of %d samples of back-to-back calls; each matrix rotates over "
+        std::printf("- GEMV: cuda::launch_gemv_q8 (8-bit activations; launch_matmul for unquantized types), median of %d samples of back-to-back calls (%s); each matrix rotates over "
                     "copies totalling >= %.0f MiB; GB/s = weight bytes / time; check = relative RMS error of %lld rows "
                     "against matmul_ref\n\n",
-                    opt.reps, opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));
+                    opt.reps, opt.graph ? "one CUDA graph per sample" : "stream launches", opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));
         std::printf("| type | matrix | rows | cols | n_tok | weight MB | copies | us / call | min .. max | GB/s | "
                     "%% of copy | check |\n");
         std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
@@ -529,6 +556,7 @@ int main(int argc, char** argv) {
             j["commit"] = JLLM_GIT_COMMIT;
             j["date"] = date;
             j["command"] = command;
+            j["launch"] = opt.graph ? "graph" : "stream";
             j["device"] = {{"name", dev.name},
                            {"compute_capability", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
                            {"sm_count", dev.sm_count},

@@ -120,6 +120,29 @@ void LaunchGate::hold(void* stream, double timeout_ms) {
 void LaunchGate::release() { static_cast<volatile int*>(host_flags_)[0] = 1; }
 int LaunchGate::timeouts() const { return static_cast<volatile const int*>(host_flags_)[1]; }
 
+BenchGraph::~BenchGraph() { reset(); }
+void BenchGraph::reset() {
+    if (exec_) (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    if (graph_) (void)cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+    exec_ = graph_ = nullptr;
+}
+void BenchGraph::begin(void* stream) {
+    reset();
+    JLLM_CUDA_CHECK(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeThreadLocal));
+}
+void BenchGraph::end(void* stream) {
+    cudaGraph_t g = nullptr;
+    JLLM_CUDA_CHECK(cudaStreamEndCapture(as_stream(stream), &g));
+    graph_ = g;
+    cudaGraphExec_t e = nullptr;
+    JLLM_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+    exec_ = e;
+}
+void BenchGraph::launch(void* stream) {
+    JLLM_ASSERT(exec_ != nullptr);
+    JLLM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_stream(stream)));
+}
+
 void memcpy_d2d(void* dst, const void* src, size_t bytes, void* stream) {
     JLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(stream)));
 }
