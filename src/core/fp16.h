@@ -1,5 +1,6 @@
 // core/fp16.h — the project's IEEE half and bfloat16 storage types and exact conversions,
-// usable from host C++ and CUDA device code alike (no CUDA header: plain bit manipulation).
+// usable from host C++ and CUDA device code alike (no CUDA header: plain bit manipulation on the
+// host, the conversion instructions through inline PTX on the device).
 // f32 -> f16 rounds to nearest even (as numpy and the hardware do); f16 -> f32 is exact.
 #pragma once
 
@@ -45,6 +46,12 @@ JLLM_HD float bits_f32(uint32_t u) {
 }
 
 JLLM_HD float fp16_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    // The hardware conversion (exact, one instruction); the bit manipulation below is the host's.
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#else
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1Fu;
     uint32_t mant = h & 0x3FFu;
@@ -61,9 +68,16 @@ JLLM_HD float fp16_to_f32(uint16_t h) {
     }
     if (exp == 31) return bits_f32(sign | 0x7F800000u | (mant << 13));
     return bits_f32(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+#endif
 }
 
 JLLM_HD uint16_t f32_to_fp16(float f) {
+#if defined(__CUDA_ARCH__)
+    // Round to nearest even in hardware: the same bits as below for every non-NaN input.
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
     const uint32_t x = f32_bits(f);
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t absx = x & 0x7FFFFFFFu;
@@ -86,6 +100,7 @@ JLLM_HD uint16_t f32_to_fp16(float f) {
     const uint32_t rem = absx & 0x1FFFu;
     if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
     return static_cast<uint16_t>(sign | r);
+#endif
 }
 
 JLLM_HD float bf16_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }

@@ -461,28 +461,42 @@ __host__ __device__ __forceinline__ void ld_words_a2(const uint8_t* p, uint32_t*
     uint32_t w[9];
     JLLM_UNROLL
     for (int i = 0; i < 9; ++i) w[i] = ld_u32(base + 4 * i);
+    const int sh = static_cast<int>(8 * mis);
     JLLM_UNROLL
-    for (int k = 0; k < 8; ++k) out[k] = mis ? ((w[k] >> 16) | (w[k + 1] << 16)) : w[k];
+    for (int k = 0; k < 8; ++k) {
+#ifdef __CUDA_ARCH__
+        out[k] = __funnelshift_r(w[k], w[k + 1], sh);  // one instruction: (w[k+1]:w[k]) >> sh
+#else
+        out[k] = static_cast<uint32_t>(((static_cast<uint64_t>(w[k + 1]) << 32) | w[k]) >> sh);
+#endif
+    }
 }
 
-// get_scale_min_k4 on the 12 scale bytes held in three words (no addressable array).
-__host__ __device__ __forceinline__ uint32_t scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int k) {
-    const uint32_t w = k < 4 ? s0 : (k < 8 ? s1 : s2);
-    return (w >> (8 * (k & 3))) & 0xFFu;
+
+// The scales and mins of sub-blocks 2p and 2p + 1 (p = 0..3) of a Q4_K/Q5_K block, without
+// branches: the four 6-bit values of each kind for sub-blocks 0..3 (or 4..7) are assembled in one
+// word, one byte each, and the pair is picked by shifts.
+__host__ __device__ __forceinline__ void scale_min_k4_pair(uint32_t s0, uint32_t s1, uint32_t s2, int p, float* sc,
+                                                           float* mn) {
+    const bool lo = p < 2;
+    // sub-blocks 0..3: low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7: the nibbles of
+    // bytes 8..11 below the top 2 bits of bytes 0..3 (scales) and 4..7 (mins).
+    const uint32_t d = lo ? (s0 & 0x3F3F3F3Fu) : ((s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u));
+    const uint32_t m = lo ? (s1 & 0x3F3F3F3Fu) : (((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u));
+    const int sh = 16 * (p & 1);
+    sc[0] = static_cast<float>((d >> sh) & 0xFFu);
+    sc[1] = static_cast<float>((d >> (sh + 8)) & 0xFFu);
+    mn[0] = static_cast<float>((m >> sh) & 0xFFu);
+    mn[1] = static_cast<float>((m >> (sh + 8)) & 0xFFu);
 }
+
+// get_scale_min_k4 (sub-block j = 0..7) on the 12 scale bytes held in three words.
 __host__ __device__ __forceinline__ void scale_min_k4_words(uint32_t s0, uint32_t s1, uint32_t s2, int j, float* sc,
                                                             float* mn) {
-    uint32_t d, m;
-    if (j < 4) {
-        d = scale_byte(s0, s1, s2, j) & 63u;
-        m = scale_byte(s0, s1, s2, j + 4) & 63u;
-    } else {
-        const uint32_t hi = scale_byte(s0, s1, s2, j + 4);
-        d = (hi & 0xFu) | ((scale_byte(s0, s1, s2, j - 4) >> 6) << 4);
-        m = (hi >> 4) | ((scale_byte(s0, s1, s2, j) >> 6) << 4);
-    }
-    *sc = static_cast<float>(d);
-    *mn = static_cast<float>(m);
+    float scs[2], mns[2];
+    scale_min_k4_pair(s0, s1, s2, j >> 1, scs, mns);
+    *sc = (j & 1) ? scs[1] : scs[0];
+    *mn = (j & 1) ? mns[1] : mns[0];
 }
 
 template <GgmlType T>
@@ -657,11 +671,11 @@ struct ChunkQ8<GgmlType::Q6_K> {
         const int lshift = 4 * ((j % 4) / 2);
         const uint8_t* qh = blk->qh + (j / 4) * 32;
         const int hshift = 2 * (j % 4);
-        JLLM_UNROLL
-        for (int h = 0; h < 2; ++h) {
-            a[h] = d * static_cast<float>(blk->scales[2 * j + h]);
-            b[h] = 0.0f;
-        }
+        // The two signed scale bytes in one 2-byte load (the block and the scales start at even offsets).
+        const uint32_t sc = ld_u16(reinterpret_cast<const uint8_t*>(blk->scales) + 2 * j);
+        a[0] = d * static_cast<float>(static_cast<int8_t>(sc & 0xFFu));
+        a[1] = d * static_cast<float>(static_cast<int8_t>(sc >> 8));
+        b[0] = b[1] = 0.0f;
         // ql and qh regions end at least 4 bytes before the block's end (scales, d follow).
         uint32_t wl[8], wh[8];
         ld_words_a2(ql, wl);

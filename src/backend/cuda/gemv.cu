@@ -169,42 +169,43 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
     const int64_t n_chunks = a.cols / 32;
     if constexpr (GemvUnit<T>::CHUNKS == 2) {
         // Q4_K pair p of a 256-block: chunks 2p, 2p + 1 = low / high nibbles of qs[32p..32p+31].
+        // 32-bit unit indices (a row has far fewer than 2^31 units).
         uint4 hdr[R][U], v0[R][U], v1[R][U];
-        int64_t cc[U];
+        int cc[U];
+        const int nu = static_cast<int>(n_units);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (u < live) {
-                const int64_t cu = c + u * step;
-                cc[u] = cu < n_units ? cu : n_units - 1;
-                const int p = static_cast<int>(cc[u] % 4);
+                const int cu = static_cast<int>(c + u * step);
+                cc[u] = cu < nu ? cu : nu - 1;
+                const uint32_t blk = static_cast<uint32_t>(cc[u] >> 2) * static_cast<uint32_t>(sizeof(BlockQ4_K));
+                const uint32_t qs = blk + 16u + 32u * static_cast<uint32_t>(cc[u] & 3);
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    const uint8_t* blk = wr[r] + (cc[u] / 4) * sizeof(BlockQ4_K);
-                    hdr[r][u] = ld16(blk);
-                    v0[r][u] = ld16(blk + 16 + 32 * p);
-                    v1[r][u] = ld16(blk + 32 + 32 * p);
+                    hdr[r][u] = ld16(wr[r] + blk);
+                    v0[r][u] = ld16(wr[r] + qs);
+                    v1[r][u] = ld16(wr[r] + qs + 16);
                 }
             }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (u >= live) continue;
-            const int p = static_cast<int>(cc[u] % 4);
+            const int p = cc[u] & 3;
             const bool past = c + u * step >= n_units;
             float a0[R], a1[R], b0[R], b1[R];
             uint32_t lo[R][8], hi[R][8];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                float sc0, mn0, sc1, mn1;
-                scale_min_k4_words(hdr[r][u].y, hdr[r][u].z, hdr[r][u].w, 2 * p, &sc0, &mn0);
-                scale_min_k4_words(hdr[r][u].y, hdr[r][u].z, hdr[r][u].w, 2 * p + 1, &sc1, &mn1);
+                float sc[2], mn[2];
+                scale_min_k4_pair(hdr[r][u].y, hdr[r][u].z, hdr[r][u].w, p, sc, mn);
                 float d = fp16_to_f32(static_cast<uint16_t>(hdr[r][u].x & 0xFFFFu));
                 float dmin = fp16_to_f32(static_cast<uint16_t>(hdr[r][u].x >> 16));
                 if (past) d = dmin = 0.0f;
-                a0[r] = d * sc0;
-                a1[r] = d * sc1;
-                b0[r] = -(dmin * mn0);
-                b1[r] = -(dmin * mn1);
+                a0[r] = d * sc[0];
+                a1[r] = d * sc[1];
+                b0[r] = -(dmin * mn[0]);
+                b1[r] = -(dmin * mn[1]);
                 const uint32_t w[8] = {v0[r][u].x, v0[r][u].y, v0[r][u].z, v0[r][u].w,
                                        v1[r][u].x, v1[r][u].y, v1[r][u].z, v1[r][u].w};
 #pragma unroll
@@ -215,7 +216,7 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
             }
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
-                const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq + t * a.cols + cc[u] * 64);
+                const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * a.cols + cc[u] * 64;
                 const float4* sp = a.xs + t * n_chunks + 2 * cc[u];
                 const float4 s0 = __ldg(sp), s1 = __ldg(sp + 1);
                 const uint4 x0 = ld16(xp), x1 = ld16(xp + 16), x2 = ld16(xp + 32), x3 = ld16(xp + 48);
@@ -267,16 +268,30 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
     }
 }
 
-// R: rows per warp (2 for long rows: one activation load serves both; 1 for short rows, where
-// more warps matter more, and for SwiGLU, which already reads two matrices). Two units per lane
-// per batch and row.
-template <GgmlType T, int NT, int R>
+// Sum over the LPR lanes of a lane group (groups are aligned runs of LPR lanes).
+template <int LPR>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// LPR: lanes per row. 32 for long rows (a warp per row, or ks warps per row; R rows per warp:
+// 2 when a lane walks more than one batch, so one activation load serves both rows; 1 for
+// shorter rows, where more warps matter more, and for SwiGLU, which already reads two
+// matrices). 16 or 8 for short rows: a warp serves 32 / LPR rows at once, so a decode-sized
+// matrix (a few MB) runs as one wave of warps that each have all their loads in flight, instead
+// of waves of warps that each load one or two units per lane. U units per lane per batch.
+template <GgmlType T, int NT, int R, int LPR, int U>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Args a) {
-    constexpr int U = 2;
+    static_assert(LPR == WARP || R == 1, "several rows per lane only with a warp per row");
+    constexpr int RPW = WARP / LPR;  // row groups per warp
     __shared__ float part[2][GEMV_Q8_WARPS][R][NT];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const int ks = a.ks;
-    const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks) * R;
+    const int sub = lane % LPR;  // lane within the row group
+    const int ks = LPR == WARP ? a.ks : 1;
+    const int64_t r0 =
+        ((static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks) * RPW + lane / LPR) * R;
     const int kp = warp % ks;
     // Segment by selects, not by indexing the parameter arrays (which would copy them to
     // local memory).
@@ -289,7 +304,7 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
         seg[i] = r < a.row_end[0] ? 0 : (r < a.row_end[1] ? 1 : 2);
         const int64_t begin = seg[i] == 0 ? 0 : (seg[i] == 1 ? a.row_end[0] : a.row_end[1]);
         const int64_t end = seg[i] == 0 ? a.row_end[0] : (seg[i] == 1 ? a.row_end[1] : a.row_end[2]);
-        valid[i] = r < end;  // no early return: the block meets at a barrier
+        valid[i] = r < end;  // no early return: the group sums and the block barrier need every lane
         seg_rows[i] = end - begin;
         lr[i] = r - begin;
     }
@@ -311,33 +326,34 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
             wr[i] = (seg[j] == 0 ? a.w[0] : (seg[j] == 1 ? a.w[1] : a.w[2])) + lr[j] * a.row_bytes;
         }
         const int64_t n_units = n_chunks / GemvUnit<T>::CHUNKS;
-        const int64_t step = static_cast<int64_t>(WARP) * ks;
-        // Slots of a batch that hold a unit for at least lane 0 of this warp (warp-uniform).
+        const int64_t step = static_cast<int64_t>(LPR) * ks;
+        // Slots of a batch that hold a unit for at least the group's first lane (the same for
+        // every group of the warp).
         auto live_slots = [&](int64_t c0) {
             const int64_t left = n_units - c0;
             return static_cast<int>(left <= 0 ? 0 : std::min<int64_t>(U, (left + step - 1) / step));
         };
-        const int64_t first = static_cast<int64_t>(kp) * WARP;  // lane 0's first unit
+        const int64_t first = static_cast<int64_t>(kp) * LPR;  // the group's first lane's first unit
         if (!swiglu) {
             for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
-                gemv_q8_batch<T, NT, U, R>(wr, c0 + lane, step, n_units, live_slots(c0), a, acc);
+                gemv_q8_batch<T, NT, U, R>(wr, c0 + sub, step, n_units, live_slots(c0), a, acc);
             }
         } else if constexpr (R == 1) {
             const uint8_t* wr2[1] = {a.w2 + lr[0] * a.row_bytes};
             for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
                 const int live = live_slots(c0);
-                gemv_q8_batch<T, NT, U, 1>(wr, c0 + lane, step, n_units, live, a, acc);
-                gemv_q8_batch<T, NT, U, 1>(wr2, c0 + lane, step, n_units, live, a, acc2);
+                gemv_q8_batch<T, NT, U, 1>(wr, c0 + sub, step, n_units, live, a, acc);
+                gemv_q8_batch<T, NT, U, 1>(wr2, c0 + sub, step, n_units, live, a, acc2);
             }
         }
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
 #pragma unroll
-        for (int i = 0; i < R; ++i) acc[i][t] = warp_sum(acc[i][t]);
-        if (swiglu) acc2[0][t] = warp_sum(acc2[0][t]);
+        for (int i = 0; i < R; ++i) acc[i][t] = group_sum<LPR>(acc[i][t]);
+        if (swiglu) acc2[0][t] = group_sum<LPR>(acc2[0][t]);
     }
-    if (ks > 1) {
+    if (LPR == WARP && ks > 1) {
         if (lane == 0) {
 #pragma unroll
             for (int i = 0; i < R; ++i) {
@@ -362,7 +378,7 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
             }
         }
     }
-    if (kp != 0 || lane != 0) return;
+    if (kp != 0 || sub != 0) return;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
         if (!valid[i]) continue;
@@ -377,25 +393,40 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
     }
 }
 
+// Units per lane per batch of the short-row variants (LPR 8 and 16).
+constexpr int GEMV_Q8_SHORT_U = 4;
+
 template <GgmlType T>
 void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream_t st) {
-    // Warps per row: more when a lane would otherwise walk more than one batch of 4 units, or
-    // when the matrix has too few rows to keep every SM loading, while each lane keeps a unit.
     const int64_t n_units = a.cols / 32 / GemvUnit<T>::CHUNKS;
-    auto per_lane = [&](int ks) { return (n_units + WARP * ks - 1) / (WARP * ks); };
+    auto per_lane = [&](int64_t lanes) { return (n_units + lanes - 1) / lanes; };
+    // Short rows: the fewest lanes per row that still fit a row in one batch of units per lane.
+    int lpr = WARP;
+    if (per_lane(8) <= GEMV_Q8_SHORT_U) lpr = 8;
+    else if (per_lane(16) <= GEMV_Q8_SHORT_U) lpr = 16;
     a.ks = 1;
-    while (a.ks < GEMV_Q8_WARPS &&
-           (per_lane(a.ks) > 4 || (total_rows * a.ks < 8192 && n_units >= static_cast<int64_t>(WARP) * 2 * a.ks))) {
-        a.ks *= 2;
+    bool two_rows = false;
+    int64_t rows_per_block = static_cast<int64_t>(GEMV_Q8_WARPS) * (WARP / lpr);
+    if (lpr == WARP) {
+        // Warps per row: more when a lane would otherwise walk more than one batch of 4 units,
+        // or when the matrix has too few rows to keep every SM loading, while each lane keeps a
+        // unit.
+        while (a.ks < GEMV_Q8_WARPS &&
+               (per_lane(WARP * a.ks) > 4 ||
+                (total_rows * a.ks < 8192 && n_units >= static_cast<int64_t>(WARP) * 2 * a.ks))) {
+            a.ks *= 2;
+        }
+        // Two rows per warp for long rows (more than one batch per lane), one otherwise.
+        two_rows = per_lane(WARP * a.ks) > 2 && a.out_mode != static_cast<int>(MatOut::SwiGLU);
+        rows_per_block = GEMV_Q8_WARPS / a.ks * (two_rows ? 2 : 1);
     }
-    // Two rows per warp for long rows (more than one batch per lane), one otherwise.
-    const bool two_rows = per_lane(a.ks) > 2 && a.out_mode != static_cast<int>(MatOut::SwiGLU);
-    const int rows_per_block = GEMV_Q8_WARPS / a.ks * (two_rows ? 2 : 1);
     const dim3 grid(static_cast<unsigned>((total_rows + rows_per_block - 1) / rows_per_block));
     auto go = [&](auto nt) {
         constexpr int NT = decltype(nt)::value;
-        if (two_rows) kernel_gemv_q8<T, NT, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
-        else kernel_gemv_q8<T, NT, 1><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        if (lpr == 8) kernel_gemv_q8<T, NT, 1, 8, GEMV_Q8_SHORT_U><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else if (lpr == 16) kernel_gemv_q8<T, NT, 1, 16, GEMV_Q8_SHORT_U><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else if (two_rows) kernel_gemv_q8<T, NT, 2, WARP, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else kernel_gemv_q8<T, NT, 1, WARP, 2><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
     };
     switch (n_tok) {
         case 1: go(std::integral_constant<int, 1>{}); break;

@@ -507,6 +507,14 @@ TEST(CudaOps, GemvQ8EveryTypeAndEpilogue) {
     run_gemv_q8_case(GgmlType::Q8_0, 1, r37, 8192, 1, MatOut::Add, rng);
     run_gemv_q8_case(GgmlType::Q8_0, 1, r37, 16384, 1, MatOut::Store, rng);
     run_gemv_q8_case(GgmlType::Q4_0, 1, r37, 16384 + 32, 3, MatOut::SwiGLU, rng);
+    // Short rows, several rows per warp: 16 lanes per row (Q4_K, 2,560 columns: 40 units of 64
+    // weights), 8 lanes per row (Q6_K and Q8_0, 1,024 columns: 32 chunks), across segment ends.
+    const int64_t r130[1] = {130}, qkv_small[3] = {45, 11, 11};
+    run_gemv_q8_case(GgmlType::Q4_K, 3, qkv_big, 2560, 1, MatOut::Store, rng);
+    run_gemv_q8_case(GgmlType::Q4_K, 1, r130, 2560, 1, MatOut::SwiGLU, rng);
+    run_gemv_q8_case(GgmlType::Q4_K, 1, r37, 2560, 4, MatOut::Add, rng);
+    run_gemv_q8_case(GgmlType::Q6_K, 3, qkv_small, 1024, 1, MatOut::Store, rng);
+    run_gemv_q8_case(GgmlType::Q8_0, 1, r130, 1024, 2, MatOut::SwiGLU, rng);
 }
 
 // ------------------------------------------------------------------------------- Q/K/V post + KV store
