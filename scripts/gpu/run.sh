@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu/run.sh OUTDIR [STEP...] — runs on the GPU test machine (Ubuntu 24.04, CUDA 13, no
 # network) from the repository root, with gpu-pack/ (scripts/gpu/prepare.sh) carried along.
-# Steps (default: build test sanitize):
+# Steps (default: build test sanitize; JLLM_GPU_TARGETS limits what `build` builds, e.g.
+# "jetson-llm jllm-bench jllm-synth jllm-bench-kernels test_cuda_ops test_cuda_model"):
 #   build     unpack the .debs into a private prefix, configure for SM 9.0 without the server,
 #             build with ninja (the build folder is reused by later calls)
 #   test      ctest -L cuda, then the model test again with JLLM_CUDA_SYNC_CHECK=1 and the
@@ -75,7 +76,11 @@ else
     printf '%s\n' "---- summary" "${summary[@]}"
     exit 1
 fi
-if cmake --build "$build" -j"$jobs" > "$outdir/build.log" 2>&1; then
+# JLLM_GPU_TARGETS="a b ...": only those targets (and what they need) instead of everything; the
+# CPU-side test programs are most of the build and the GPU machine does not run them.
+targets=()
+[[ -n "${JLLM_GPU_TARGETS:-}" ]] && read -r -a targets <<< "$JLLM_GPU_TARGETS"
+if cmake --build "$build" -j"$jobs" ${targets[@]:+--target "${targets[@]}"} > "$outdir/build.log" 2>&1; then
     note "build: ok ($(grep -c -i 'warning' "$outdir/build.log") warning lines)"
 else
     note "build: FAILED (see build.log)"
