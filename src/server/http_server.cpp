@@ -31,6 +31,8 @@ namespace jllm::server {
 
 namespace {
 
+constexpr int LISTEN_BACKLOG = 1024;  // pending connections the kernel keeps for accept()
+
 enum class State { Loading, Ready, Failed, Stopping };
 
 enum CancelReason : int { NONE = 0, DISCONNECT = 1, TIMEOUT = 2, SHUTDOWN = 3 };
@@ -115,6 +117,9 @@ struct HttpServer::Impl {
     std::atomic<int64_t> kv_used{0};
     int64_t created_unix = 0;
     int port = -1;
+    // The socket cpp-httplib last created for listening (its socket-options hook sees each one
+    // before bind): bind() raises its backlog afterwards.
+    socket_t listen_sock = INVALID_SOCKET;
 
     std::mutex active_mu;
     std::shared_ptr<Job> active;  // the generating request
@@ -165,6 +170,14 @@ bool HttpServer::bind(std::string& error) {
         error = strfmt("cannot listen on %s:%d (address in use, or not an address of this machine)",
                        m.opt.host.c_str(), m.opt.port);
         return false;
+    }
+    // The packaged cpp-httplib listens with a backlog of 5: a burst of new connections (clients
+    // that open one per request) overflows it, and with SYN cookies the kernel then answers the
+    // dropped connections' requests with a reset. listen() on a listening socket sets a new
+    // backlog (the kernel caps it at net.core.somaxconn).
+    if (m.listen_sock == INVALID_SOCKET || ::listen(m.listen_sock, LISTEN_BACKLOG) != 0) {
+        log_msg(LogLevel::Warn, "server: could not raise the listen backlog to %d; bursts of connections may be refused",
+                LISTEN_BACKLOG);
     }
     return true;
 }
@@ -318,9 +331,10 @@ void HttpServer::Impl::setup_routes() {
     http.set_payload_max_length(opt.max_body_bytes);
     http.set_keep_alive_timeout(3);
     // cpp-httplib's default also sets SO_REUSEPORT, which would let a second server share the port.
-    http.set_socket_options([](socket_t sock) {
+    http.set_socket_options([this](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+        listen_sock = sock;
     });
     http.set_read_timeout(30, 0);
     http.set_write_timeout(10, 0);

@@ -4,6 +4,7 @@ past the context length. Each gets the right 4xx with an OpenAI error object, an
 stays up."""
 import json
 import socket
+import subprocess
 
 import pytest
 
@@ -219,6 +220,32 @@ def test_garbage_http(srv):
         except OSError:
             pass
         finally:
+            s.close()
+    srv.assert_healthy()
+
+
+def test_connection_burst(srv):
+    """Clients that open a connection per request arrive in bursts: the listening socket keeps a
+    backlog well above cpp-httplib's 5 (a full accept queue plus SYN cookies turns requests into
+    connection resets), and 200 connections opened at once are all answered."""
+    out = subprocess.run(["ss", "-ltnH", "sport = :%d" % srv.port], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out and out[0] == "LISTEN", out
+    assert int(out[2]) >= 128, "listen backlog %s" % out[2]  # Send-Q of a listening socket
+    socks = [socket.create_connection(("127.0.0.1", srv.port), timeout=30) for _ in range(200)]
+    try:
+        for s in socks:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        for s in socks:
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    finally:
+        for s in socks:
             s.close()
     srv.assert_healthy()
 
