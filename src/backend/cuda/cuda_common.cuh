@@ -29,11 +29,16 @@ namespace cuda {
 
 constexpr int WARP = 32;
 
-__device__ __forceinline__ float warp_sum(float v) {
+// Sum over the LANES lanes of an aligned lane group (LANES a power of two up to WARP); every lane
+// of the group gets it.
+template <int LANES>
+__device__ __forceinline__ float group_sum(float v) {
     JLLM_UNROLL
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+
+__device__ __forceinline__ float warp_sum(float v) { return group_sum<WARP>(v); }
 
 __device__ __forceinline__ float warp_max(float v) {
     JLLM_UNROLL
@@ -471,7 +476,6 @@ __host__ __device__ __forceinline__ void ld_words_a2(const uint8_t* p, uint32_t*
 #endif
     }
 }
-
 
 // The scales and mins of sub-blocks 2p and 2p + 1 (p = 0..3) of a Q4_K/Q5_K block, without
 // branches: the four 6-bit values of each kind for sub-blocks 0..3 (or 4..7) are assembled in one

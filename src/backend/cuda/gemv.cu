@@ -153,10 +153,11 @@ struct GemvUnit<GgmlType::Q4_K> {
     static constexpr int CHUNKS = 2;
 };
 
-__device__ __forceinline__ int dot8(const uint32_t* q, uint4 x0, uint4 x1) {
-    const int d = dp4a_i8(q[3], x0.w, dp4a_i8(q[2], x0.z, dp4a_i8(q[1], x0.y, dp4a_i8(q[0], x0.x, 0))));
-    return dp4a_i8(q[7], x1.w, dp4a_i8(q[6], x1.z, dp4a_i8(q[5], x1.y, dp4a_i8(q[4], x1.x, d))));
+// acc + the dot product of 16 int8 weights (4 words at q) and 16 activation bytes.
+__device__ __forceinline__ int dot4(const uint32_t* q, uint4 x, int acc) {
+    return dp4a_i8(q[3], x.w, dp4a_i8(q[2], x.z, dp4a_i8(q[1], x.y, dp4a_i8(q[0], x.x, acc))));
 }
+__device__ __forceinline__ int dot8(const uint32_t* q, uint4 x0, uint4 x1) { return dot4(q + 4, x1, dot4(q, x0, 0)); }
 
 // Units c, c + step, ... (U of them) of R rows (the same unit indices in each) into acc[R][NT].
 // `live` (warp-uniform) bounds the slots: a slot past the rows' units for the whole warp is
@@ -255,25 +256,13 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
                 const float4 s = __ldg(a.xs + t * n_chunks + cc[u]);
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    const uint32_t* qu = q[r][u];
-                    const int d0 =
-                        dp4a_i8(qu[3], x0.w, dp4a_i8(qu[2], x0.z, dp4a_i8(qu[1], x0.y, dp4a_i8(qu[0], x0.x, 0))));
-                    const int d1 =
-                        dp4a_i8(qu[7], x1.w, dp4a_i8(qu[6], x1.z, dp4a_i8(qu[5], x1.y, dp4a_i8(qu[4], x1.x, 0))));
+                    const int d0 = dot4(q[r][u], x0, 0), d1 = dot4(q[r][u] + 4, x1, 0);
                     acc[r][t] += (sa[r][u][0] * static_cast<float>(d0) + sa[r][u][1] * static_cast<float>(d1)) * s.x +
                                  sb[r][u][0] * s.y + sb[r][u][1] * s.z;
                 }
             }
         }
     }
-}
-
-// Sum over the LPR lanes of a lane group (groups are aligned runs of LPR lanes).
-template <int LPR>
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 // LPR: lanes per row. 32 for long rows (a warp per row, or ks warps per row; R rows per warp:
