@@ -216,6 +216,158 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     }
 }
 
+// Decode (one token) over the INT8 cache: block = (KV head, split), one warp per query head of
+// the group. The split's keys go through in chunks of dk = min(128, 16384 / head_dim rounded down
+// to 32) keys: a chunk's
+// K and V rows are copied raw (int8) into shared memory at once with cp.async — one round trip
+// for up to 32 KB instead of one per 32-key tile — with rows padded by 16 bytes so the lanes'
+// 16-byte reads of different keys fall in different banks. Lane l scores keys l, l + 32, ... of
+// the chunk against its warp's query (f32 in shared memory), an online softmax carries (m, l)
+// across chunks, and V is folded in with lane l owning dims l, l + 32, ... Output as the generic
+// kernel's: `out` directly without a split, else (acc, m, l) per split for the combine.
+constexpr int DEC_MAX_KEYS = 128;
+constexpr int DEC_CHUNK_BYTES = 16384;  // K (and V) bytes of a chunk
+constexpr int DEC_MAX_SLOTS = DEC_MAX_KEYS / WARP;  // keys per lane per chunk
+
+// A multiple of 32 (whole lane slots; keeps the shared areas 16-byte aligned).
+__host__ __device__ __forceinline__ int decode_chunk_keys(int head_dim) {
+    return min(DEC_MAX_KEYS, DEC_CHUNK_BYTES / head_dim / WARP * WARP);
+}
+size_t attention_decode_smem_bytes(int warps, int head_dim) {
+    const size_t dk = static_cast<size_t>(decode_chunk_keys(head_dim));
+    const size_t row = static_cast<size_t>(head_dim) + 16;
+    return 2 * dk * row + 2 * dk * sizeof(float) + static_cast<size_t>(warps) * head_dim * sizeof(float);
+}
+
+__global__ void __launch_bounds__(MAX_WARPS * WARP) kernel_attention_decode_i8(AttentionParams p, int n_split) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int group = p.n_head / p.n_head_kv;
+    const int hd = p.head_dim, nd = hd / WARP;
+    const int dk = decode_chunk_keys(hd);
+    const int rs = hd + 16;  // shared row stride in bytes
+    int8_t* ks = reinterpret_cast<int8_t*>(smem);  // [dk][rs]
+    int8_t* vs = ks + dk * rs;                      // [dk][rs]
+    float* ksc = reinterpret_cast<float*>(vs + dk * rs);  // [dk]
+    float* vsc = ksc + dk;                                // [dk]
+    float* qs = vsc + dk;                                 // [group][hd]
+
+    const int hk = blockIdx.x, s = blockIdx.z;
+    if (p.pos_dev) p.pos0 = *p.pos_dev;
+    int per_split, n_used;
+    split_plan(p.pos0 + 1, n_split, &per_split, &n_used);
+    if (s >= n_used) return;  // block-uniform, before any barrier
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int h = hk * group + warp;
+    const int k_begin = s * per_split;
+    const int k_end = min(p.pos0 + 1, k_begin + per_split);
+
+    float* q_s = qs + warp * hd;
+    {
+        const float* q = p.q + static_cast<int64_t>(h) * hd;
+        for (int i = lane; i < hd; i += WARP) q_s[i] = q[i];
+    }
+    const float inv_sqrt = 1.0f / sqrtf(static_cast<float>(hd));
+    const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
+    const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
+    const int units = hd / 16;  // 16-byte units per row
+
+    float m = -INFINITY, l = 0.0f;
+    float acc[MAX_DPL];
+#pragma unroll
+    for (int i = 0; i < MAX_DPL; ++i) acc[i] = 0.0f;
+
+    for (int base = k_begin; base < k_end; base += dk) {
+        const int n_keys = min(dk, k_end - base);
+        __syncthreads();  // the previous chunk is consumed (and q_s is written, first time)
+        for (int u = threadIdx.x; u < n_keys * units; u += blockDim.x) {
+            const int j = u / units, c = u % units;
+            const int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * hd + c * 16;
+            cp_async16(ks + j * rs + c * 16, kc + off);
+            cp_async16(vs + j * rs + c * 16, vc + off);
+        }
+        for (int j = threadIdx.x; j < n_keys; j += blockDim.x) {
+            const int64_t si = static_cast<int64_t>(base + j) * p.n_head_kv + hk;
+            ksc[j] = ldh(p.k_scale[si]);
+            vsc[j] = ldh(p.v_scale[si]);
+        }
+        cp_async_wait_all();
+        __syncthreads();
+
+        // scores of keys lane + 32 i
+        float sc[DEC_MAX_SLOTS];
+        float cmax = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < DEC_MAX_SLOTS; ++i) {
+            const int j = lane + WARP * i;
+            sc[i] = -INFINITY;
+            if (j < n_keys) {
+                const int8_t* kr = ks + j * rs;
+                float dot = 0.0f;
+                for (int c = 0; c < units; ++c) {
+                    const uint4 kv = *reinterpret_cast<const uint4*>(kr + c * 16);
+                    const uint32_t w[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float4 qv = *reinterpret_cast<const float4*>(q_s + c * 16 + 4 * e);
+                        dot += qv.x * static_cast<float>(static_cast<int8_t>(w[e])) +
+                               qv.y * static_cast<float>(static_cast<int8_t>(w[e] >> 8)) +
+                               qv.z * static_cast<float>(static_cast<int8_t>(w[e] >> 16)) +
+                               qv.w * static_cast<float>(static_cast<int8_t>(w[e] >> 24));
+                    }
+                }
+                sc[i] = dot * ksc[j] * inv_sqrt;
+                cmax = fmaxf(cmax, sc[i]);
+            }
+        }
+        const float m_new = fmaxf(m, warp_max(cmax));  // finite: key 0 of the chunk is valid
+        const float corr = expf(m - m_new);
+        float psum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DEC_MAX_SLOTS; ++i) {
+            const int j = lane + WARP * i;
+            sc[i] = j < n_keys ? expf(sc[i] - m_new) : 0.0f;
+            psum += sc[i];
+            sc[i] *= j < n_keys ? vsc[j] : 0.0f;  // the V scale folded into the weight
+        }
+        l = l * corr + warp_sum(psum);
+        m = m_new;
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) acc[i] *= corr;
+#pragma unroll
+        for (int i = 0; i < DEC_MAX_SLOTS; ++i) {
+            if (WARP * i >= n_keys) break;  // warp-uniform
+            const int nj = min(WARP, n_keys - WARP * i);
+            for (int jj = 0; jj < nj; ++jj) {
+                const float pj = __shfl_sync(0xffffffffu, sc[i], jj);
+                const int8_t* vr = vs + (WARP * i + jj) * rs;
+#pragma unroll
+                for (int d = 0; d < MAX_DPL; ++d) {
+                    if (d < nd) acc[d] += pj * static_cast<float>(vr[lane + WARP * d]);
+                }
+            }
+        }
+    }
+
+    if (n_split == 1) {
+        float* out = p.out + static_cast<int64_t>(h) * hd;
+        const float inv_l = 1.0f / l;
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            if (i < nd) out[lane + WARP * i] = acc[i] * inv_l;
+        }
+    } else {
+        float* w = p.work + (static_cast<int64_t>(h) * p.max_split + s) * (hd + 2);
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            if (i < nd) w[lane + WARP * i] = acc[i];
+        }
+        if (lane == 0) {
+            w[hd] = m;
+            w[hd + 1] = l;
+        }
+    }
+}
+
 // One block per (head, token) of head_dim x par threads (par = min(8, 1024 / head_dim)): the
 // splits' (m, l) are read once (one split per thread), their weights exp(m_s - max) kept in shared
 // memory and the denominator summed in the same pass; then thread (d, g) sums dimension d over
@@ -263,6 +415,37 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     }
 }
 
+void launch_attention_decode_i8(const AttentionParams& p, int n_split, int group, void* stream) {
+    const size_t smem = attention_decode_smem_bytes(group, p.head_dim);
+    if (smem > 48 * 1024) {  // beyond the default dynamic limit: opt in (SM 8.7 and 9.0 allow more)
+        JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel_attention_decode_i8, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
+    }
+    const dim3 grid(static_cast<unsigned>(p.n_head_kv), 1, static_cast<unsigned>(n_split));
+    kernel_attention_decode_i8<<<grid, group * WARP, smem, as_stream(stream)>>>(p, n_split);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_i8");
+}
+
+void launch_attention_generic(const AttentionParams& p, int n_split, int group, void* stream) {
+    // Query tokens per block: up to 16 warps of group heads x tokens.
+    const int qt = std::max(1, std::min(p.n_tok, 16 / group));
+    const int warps = group * qt;
+    const bool int8 = p.kv_type == KvType::Int8;
+    const size_t smem = attention_smem_bytes(warps, p.head_dim, int8);
+    const dim3 grid(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>((p.n_tok + qt - 1) / qt),
+                    static_cast<unsigned>(n_split));
+    auto launch = [&](auto kernel) {
+        if (smem > 48 * 1024) {
+            JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem)));
+        }
+        kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, qt);
+    };
+    if (int8) launch(kernel_attention<true>);
+    else launch(kernel_attention<false>);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_attention");
+}
+
 }  // namespace
 
 void set_attention_kernel(AttnKernel k) { g_attn_kernel = k; }
@@ -297,23 +480,11 @@ void launch_attention(const AttentionParams& p, void* stream) {
         }
         return;
     }
-    // Query tokens per block: up to 16 warps of group heads x tokens.
-    const int qt = std::max(1, std::min(p.n_tok, 16 / group));
-    const int warps = group * qt;
-    const bool int8 = p.kv_type == KvType::Int8;
-    const size_t smem = attention_smem_bytes(warps, p.head_dim, int8);
-    const dim3 grid(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>((p.n_tok + qt - 1) / qt),
-                    static_cast<unsigned>(n_split));
-    auto launch = [&](auto kernel) {
-        if (smem > 48 * 1024) {  // beyond the default dynamic limit: opt in (SM 8.7 and 9.0 allow more)
-            JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(smem)));
-        }
-        kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, qt);
-    };
-    if (int8) launch(kernel_attention<true>);
-    else launch(kernel_attention<false>);
-    JLLM_CUDA_LAUNCH_CHECK("kernel_attention");
+    if (p.n_tok == 1 && p.kv_type == KvType::Int8 && g_attn_kernel == AttnKernel::Auto) {
+        launch_attention_decode_i8(p, n_split, group, stream);
+    } else {
+        launch_attention_generic(p, n_split, group, stream);
+    }
     if (n_split > 1) {
         const dim3 cgrid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tok));
         const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / p.head_dim);

@@ -78,6 +78,13 @@ public:
         else (void)cudaGetLastError();
         const char* prof = std::getenv("JLLM_CUDA_PROFILE");
         prof_on_ = prof != nullptr && std::strcmp(prof, "0") != 0 && prof[0] != '\0';
+        // JLLM_CUDA_ATTN_KERNEL=simt: the fp32 SIMT attention kernels only (no tensor-core
+        // prefill, no INT8 decode kernel), for comparisons.
+        if (const char* ak = std::getenv("JLLM_CUDA_ATTN_KERNEL"); ak != nullptr && ak[0] != '\0') {
+            if (std::strcmp(ak, "simt") == 0) cuda::set_attention_kernel(cuda::AttnKernel::Simt);
+            else if (std::strcmp(ak, "auto") == 0) cuda::set_attention_kernel(cuda::AttnKernel::Auto);
+            else throw JllmError(strfmt("JLLM_CUDA_ATTN_KERNEL: '%s' is not auto or simt", ak));
+        }
         if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
             throw JllmError(strfmt("cuda: head_dim %lld is not supported (a multiple of 32, at most 256)",
                                    static_cast<long long>(c_.head_dim)));
@@ -429,7 +436,20 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     }
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
     release_graph();  // it points into the buffers being replaced
-    max_split_ = std::min(cuda::ATTN_MAX_SPLIT,
+    // Decode attention splits: one 32-key tile per split up to ATTN_MAX_SPLIT of them;
+    // JLLM_CUDA_ATTN_SPLITS=N caps them lower (longer splits, fewer partial results to combine),
+    // a measurement knob for the depth benchmark.
+    int split_cap = cuda::ATTN_MAX_SPLIT;
+    if (const char* v = std::getenv("JLLM_CUDA_ATTN_SPLITS"); v != nullptr && v[0] != '\0') {
+        char* end = nullptr;
+        const long n = std::strtol(v, &end, 10);
+        if (end == v || *end != '\0' || n < 1 || n > cuda::ATTN_MAX_SPLIT) {
+            throw JllmError(strfmt("JLLM_CUDA_ATTN_SPLITS: '%s' is not a whole number in 1..%d", v,
+                                   cuda::ATTN_MAX_SPLIT));
+        }
+        split_cap = static_cast<int>(n);
+    }
+    max_split_ = std::min(split_cap,
                           std::max(1, (n_ctx + cuda::ATTN_MIN_SPLIT_KEYS - 1) / cuda::ATTN_MIN_SPLIT_KEYS));
     attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
                                                   max_split_));

@@ -74,6 +74,17 @@ __host__ __device__ __forceinline__ T ld_ro(const uint8_t* p) {
 #endif
 }
 
+// 16 bytes global -> shared without registers (cp.async, sm_80+): both addresses 16-byte aligned;
+// cp_async_wait_all() waits for this thread's copies (a barrier then publishes them).
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(gmem_src));
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
 // Loads 16 bytes that are known to be 16-byte aligned.
 __host__ __device__ __forceinline__ uint4 ld16(const uint8_t* p) { return ld_ro<uint4>(p); }
 
