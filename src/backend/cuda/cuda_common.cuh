@@ -80,6 +80,12 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src)
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(gmem_src));
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.commit_group;");
     asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -87,6 +93,9 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 // Loads 16 bytes that are known to be 16-byte aligned.
 __host__ __device__ __forceinline__ uint4 ld16(const uint8_t* p) { return ld_ro<uint4>(p); }
+// The same from global or shared memory (a generic load): ChunkDequant reads weight rows in place
+// (the GEMV) and staged in shared memory (the GEMM).
+__host__ __device__ __forceinline__ uint4 ld16_any(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
 __host__ __device__ __forceinline__ uint8_t byte_of(const uint4& v, int i) {
     const uint32_t w = i < 4 ? v.x : i < 8 ? v.y : i < 12 ? v.z : v.w;
@@ -105,11 +114,7 @@ struct ChunkDequant<GgmlType::F32> {
         const float4* p = reinterpret_cast<const float4*>(row) + c * 8;
         JLLM_UNROLL
         for (int i = 0; i < 8; ++i) {
-#ifdef __CUDA_ARCH__
-            const float4 v = __ldg(p + i);
-#else
             const float4 v = p[i];
-#endif
             y[4 * i] = v.x;
             y[4 * i + 1] = v.y;
             y[4 * i + 2] = v.z;
@@ -128,7 +133,7 @@ struct ChunkDequant16 {
         const uint8_t* p = row + c * 64;
         JLLM_UNROLL
         for (int i = 0; i < 4; ++i) {
-            const uint4 v = ld16(p + 16 * i);
+            const uint4 v = ld16_any(p + 16 * i);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
             JLLM_UNROLL
             for (int j = 0; j < 4; ++j) {
@@ -323,7 +328,7 @@ struct ChunkDequant<GgmlType::Q4_K> {
         // when the row is 16-byte aligned (GGUF data is 32-byte aligned, rows are whole blocks).
         const uint8_t* qs = b->qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
-        const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
+        const uint4 v0 = ld16_any(qs), v1 = ld16_any(qs + 16);
         JLLM_UNROLL
         for (int l = 0; l < 16; ++l) {
             y[l] = dl * static_cast<float>((byte_of(v0, l) >> shift) & 0xF) - ml;
@@ -344,8 +349,8 @@ struct ChunkDequant<GgmlType::Q5_K> {
         // 176-byte blocks: qh at 16 and qs at 48 are 16-byte aligned.
         const uint8_t* qs = b->qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
-        const uint4 v0 = ld16(qs), v1 = ld16(qs + 16);
-        const uint4 h0 = ld16(b->qh), h1 = ld16(b->qh + 16);
+        const uint4 v0 = ld16_any(qs), v1 = ld16_any(qs + 16);
+        const uint4 h0 = ld16_any(b->qh), h1 = ld16_any(b->qh + 16);
         JLLM_UNROLL
         for (int l = 0; l < 16; ++l) {
             const int q0 = ((byte_of(v0, l) >> shift) & 0xF) | (((byte_of(h0, l) >> j) & 1) << 4);

@@ -2,9 +2,10 @@
 //   Y[n_tok][rows] = W[rows][cols] X[n_tok][cols]   (store, += residual, or SwiGLU with W2).
 //
 // A block computes 128 rows of A x BN tokens (BN = 64 or 128) with 8 warps, each an
-// mma.sync.m16n8k16 (fp16 inputs, fp32 accumulation) tile of (128 / WARPS_M) x 32. Per step of
-// 64 columns every thread dequantizes one 32-element chunk of one weight row (ChunkDequant, the
-// GEMV's decoder) to fp16 in shared memory, and the activations' 64 x BN block is converted to
+// mma.sync.m16n8k16 (fp16 inputs, fp32 accumulation) tile of (128 / WARPS_M) x 32. The raw
+// weight bytes arrive a column group ahead by cp.async (see "Weight staging" below); per step of
+// 64 columns every thread dequantizes one 32-element chunk of one weight row from there
+// (ChunkDequant, the GEMV's decoder) to fp16 in shared memory, and the activations' 64 x BN block is converted to
 // fp16 there too (saturated to +-65504, so an outlier cannot become inf); fragments come in by
 // ldmatrix. Only sm_80-class instructions (mma.sync, ldmatrix): the same code runs on SM 8.7
 // (Orin) and 9.0.
@@ -34,25 +35,55 @@ constexpr int MMA_LDS = MMA_BK + 8;  // shared row stride in halves (144 bytes: 
 
 __device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// Weight staging: the columns go in groups of GROUP_STEPS steps (256 columns for the quantized
+// types, whole blocks of every one; 64 for F32/F16/BF16). While a group's steps run, the raw bytes
+// of the next group of the block's 128 rows are copied into the other of two shared stage
+// buffers by cp.async (16-byte units from the 16-byte boundary at or below the group's first
+// byte, the last unit cut at the group's end, so nothing beyond it is read), and ChunkDequant
+// decodes from there: DRAM latency overlaps the previous group's tensor-core work instead of
+// stalling every step. A row's slot is `slot` bytes (the group's bytes rounded up to 16, plus 16
+// when groups are not 16-byte aligned); the group starts at (address % 16) within it, so the
+// decoders see the alignment they would see in global memory.
+__host__ __device__ constexpr int group_steps(GgmlType t) {
+    return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ? 1 : 4;
+}
+
+struct GemmGeom {
+    size_t row_bytes;   // bytes of one weight row
+    int group_bytes;    // bytes of one full column group of a row
+    int slot;           // stage bytes per row
+};
+
+template <int BN>
+__host__ __device__ constexpr size_t gemm_tiles_bytes() {
+    return (static_cast<size_t>(MMA_BM) + BN) * MMA_LDS * sizeof(__half);
+}
+
 // w, w2: [rows][row_bytes]; x: [n_tok][cols]; y: [n_tok][rows].
-// Split-K (grid z > 1): block z covers column steps [z * S / Z, (z + 1) * S / Z) and stores
+// Split-K (grid z > 1): block z covers column groups [z * G / Z, (z + 1) * G / Z) and stores
 // its partial sums to y + z * n_tok * rows (a work buffer); kernel_splitk_reduce adds them in
 // order, so results do not depend on scheduling.
+// Shared memory (dynamic): stage 0 | stage 1 ([MMA_BM][slot] bytes each) | As | Bs.
 template <GgmlType T, int BN>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
-                    size_t row_bytes, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
-    const int64_t n_steps = (cols + MMA_BK - 1) / MMA_BK;
-    const int64_t k_first = n_steps * blockIdx.z / gridDim.z * MMA_BK;
-    const int64_t k_last = n_steps * (blockIdx.z + 1) / gridDim.z * MMA_BK;
+                    GemmGeom geo, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
+    constexpr int GS = group_steps(T);
+    constexpr int GC = GS * MMA_BK;  // columns per group
+    extern __shared__ __align__(16) uint8_t smem[];
+    const size_t stage_bytes = static_cast<size_t>(MMA_BM) * geo.slot;
+    auto As = reinterpret_cast<__half(*)[MMA_LDS]>(smem + 2 * stage_bytes);
+    auto Bs = reinterpret_cast<__half(*)[MMA_LDS]>(reinterpret_cast<uint8_t*>(As) + MMA_BM * MMA_LDS * sizeof(__half));
+
+    const int64_t n_groups = (cols + GC - 1) / GC;
+    const int64_t g_first = n_groups * blockIdx.z / gridDim.z;
+    const int64_t g_last = n_groups * (blockIdx.z + 1) / gridDim.z;
     if (gridDim.z > 1) y += static_cast<int64_t>(blockIdx.z) * n_tok * rows;
     constexpr int WARPS_N = BN / 32;
     constexpr int WARPS_M = 8 / WARPS_N;
     constexpr int WM = MMA_BM / WARPS_M;  // A rows per warp
     constexpr int MT = WM / 16;           // m16 tiles per warp
     constexpr int NT = 4;                 // n8 tiles per warp (32 tokens)
-    __shared__ __align__(16) __half As[MMA_BM][MMA_LDS];
-    __shared__ __align__(16) __half Bs[BN][MMA_LDS];
 
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * 32;
@@ -61,11 +92,47 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     const int t0 = blockIdx.y * BN;
     const int64_t n_chunks = cols / 32;
 
+    // Weight matrix of A row i (SwiGLU: 8 gate rows, then the same 8 rows of up, per 16) and the
+    // row in it (nullptr past the last row).
+    auto mat_of = [&](int i) { return swiglu && ((i >> 3) & 1) ? w2 : w; };
+    auto row_of = [&](int i) -> const uint8_t* {
+        const int64_t r = swiglu ? r0 + (i >> 4) * 8 + (i & 7) : r0 + i;
+        if (r >= rows) return nullptr;
+        return mat_of(i) + r * geo.row_bytes;
+    };
+    // Copies group g of every row into stage st (one commit group per call). Units are whole 16
+    // bytes (bytes past the group's end land in the slot's spare room and are never decoded),
+    // except a unit that would cross the end of the matrix: its bytes up to that end are copied
+    // by ordinary loads, so nothing outside the matrix is read.
+    const int slot_units = geo.slot / 16;
+    const uintptr_t w_end = reinterpret_cast<uintptr_t>(w + rows * geo.row_bytes);
+    const uintptr_t w2_end = swiglu ? reinterpret_cast<uintptr_t>(w2 + rows * geo.row_bytes) : w_end;
+    auto issue = [&](int64_t g, int st) {
+        const size_t gb0 = static_cast<size_t>(g) * geo.group_bytes;
+        const size_t gb1 = std::min(gb0 + geo.group_bytes, geo.row_bytes);
+        for (int u = tid; u < MMA_BM * slot_units; u += MMA_THREADS) {
+            const int i = u / slot_units, k = u % slot_units;
+            const uint8_t* row = row_of(i);
+            if (row == nullptr) continue;
+            const uintptr_t first = reinterpret_cast<uintptr_t>(row + gb0);
+            const uintptr_t end = reinterpret_cast<uintptr_t>(row + gb1);
+            const uintptr_t src = (first & ~static_cast<uintptr_t>(15)) + 16 * static_cast<uintptr_t>(k);
+            if (src >= end) continue;
+            uint8_t* dst = smem + st * stage_bytes + static_cast<size_t>(i) * geo.slot + 16 * k;
+            const uintptr_t mat_end = swiglu && ((i >> 3) & 1) ? w2_end : w_end;
+            if (src + 16 <= mat_end) {
+                cp_async16(dst, reinterpret_cast<const void*>(src));
+            } else {
+                for (uintptr_t b = src; b < mat_end; ++b) dst[b - src] = *reinterpret_cast<const uint8_t*>(b);
+            }
+        }
+        cp_async_commit();
+    };
+
     // This thread's A row and chunk within each step.
     const int ai = tid >> 1, ah = tid & 1;
-    const int64_t wrow = swiglu ? r0 + (ai >> 4) * 8 + (ai & 7) : r0 + ai;
-    const uint8_t* arow = (swiglu && ((ai >> 3) & 1) ? w2 : w) + wrow * row_bytes;
-    const bool arow_ok = wrow < rows;
+    const uint8_t* arow = row_of(ai);
+    const size_t amis = arow ? reinterpret_cast<uintptr_t>(arow) & 15 : 0;  // + g * group_bytes, below
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -75,55 +142,84 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
 #pragma unroll
             for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
 
-    for (int64_t k0 = k_first; k0 < k_last; k0 += MMA_BK) {
-        // A: one chunk per thread, dequantized to fp16.
-        {
-            const int64_t c = k0 / 32 + ah;
-            float v[32];
-            if (arow_ok && c < n_chunks) {
-                ChunkDequant<T>::run(arow, c, v);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 32; ++i) v[i] = 0.0f;
-            }
-            uint4* dst = reinterpret_cast<uint4*>(&As[ai][ah * 32]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                dst[i] = make_uint4(pack_half2(v[8 * i], v[8 * i + 1]), pack_half2(v[8 * i + 2], v[8 * i + 3]),
-                                    pack_half2(v[8 * i + 4], v[8 * i + 5]), pack_half2(v[8 * i + 6], v[8 * i + 7]));
-            }
+    if (g_first < g_last) issue(g_first, 0);
+    for (int64_t g = g_first; g < g_last; ++g) {
+        const int st = static_cast<int>((g - g_first) & 1);
+        if (g + 1 < g_last) {
+            issue(g + 1, st ^ 1);  // the other stage was last read before the previous barrier
+            cp_async_wait<1>();    // group g has landed (this thread's part)
+        } else {
+            cp_async_wait<0>();
         }
-        // B: BN tokens x 64 columns of fp32 activations, 16 float4 per token.
+        __syncthreads();  // every thread's part of group g is visible
+        const uint8_t* arow_s =
+            smem + st * stage_bytes + static_cast<size_t>(ai) * geo.slot + ((amis + static_cast<size_t>(g) * geo.group_bytes) & 15);
+#pragma unroll 1
+        for (int s = 0; s < GS; ++s) {
+            const int64_t k0 = g * GC + static_cast<int64_t>(s) * MMA_BK;
+            if (k0 >= cols) break;  // block-uniform
+            // B: BN tokens x 64 columns of fp32 activations, 16 float4 per token. With 64 tokens the
+            // loads go first, so their latency overlaps the dequantization; 128 tokens' worth of
+            // registers would spill, so those load after it.
+            constexpr int BV = BN * 16 / MMA_THREADS;
+            constexpr bool EARLY_B = BN <= 64;
+            float4 xv[BV];
+            auto load_b = [&]() {
 #pragma unroll
-        for (int j = 0; j < BN * 16 / MMA_THREADS; ++j) {
-            const int f = tid + j * MMA_THREADS;
-            const int tt = f / 16, k4 = f % 16;
-            const int t = t0 + tt;
-            const int64_t kk = k0 + 4 * k4;
-            float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (t < n_tok && kk < cols) xv = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(t) * cols + kk));
-            *reinterpret_cast<uint2*>(&Bs[tt][4 * k4]) = make_uint2(pack_half2(xv.x, xv.y), pack_half2(xv.z, xv.w));
-        }
-        __syncthreads();
+                for (int j = 0; j < BV; ++j) {
+                    const int f = tid + j * MMA_THREADS;
+                    const int t = t0 + f / 16;
+                    const int64_t kk = k0 + 4 * (f % 16);
+                    xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (t < n_tok && kk < cols) xv[j] = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(t) * cols + kk));
+                }
+            };
+            if (EARLY_B) load_b();
+            // A: one chunk per thread, dequantized from the stage to fp16.
+            {
+                const int64_t c = k0 / 32 + ah;
+                float v[32];
+                if (arow != nullptr && c < n_chunks) {
+                    ChunkDequant<T>::run(arow_s, s * 2 + ah, v);
+                } else {
 #pragma unroll
-        for (int ks = 0; ks < MMA_BK / 16; ++ks) {
-            uint32_t a[MT][4];
+                    for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+                }
+                uint4* dst = reinterpret_cast<uint4*>(&As[ai][ah * 32]);
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                ldmatrix_x4(a[mt], &As[wm0 + mt * 16 + (lane & 15)][ks * 16 + (lane >> 4) * 8]);
-            }
-#pragma unroll
-            for (int np = 0; np < NT / 2; ++np) {
-                uint32_t b[4];
-                ldmatrix_x4(b, &Bs[wn0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + ((lane >> 3) & 1) * 8]);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816(acc[mt][2 * np], a[mt], b[0], b[1]);
-                    mma_16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                for (int i = 0; i < 4; ++i) {
+                    dst[i] = make_uint4(pack_half2(v[8 * i], v[8 * i + 1]), pack_half2(v[8 * i + 2], v[8 * i + 3]),
+                                        pack_half2(v[8 * i + 4], v[8 * i + 5]), pack_half2(v[8 * i + 6], v[8 * i + 7]));
                 }
             }
+            if (!EARLY_B) load_b();
+#pragma unroll
+            for (int j = 0; j < BV; ++j) {
+                const int f = tid + j * MMA_THREADS;
+                *reinterpret_cast<uint2*>(&Bs[f / 16][4 * (f % 16)]) =
+                    make_uint2(pack_half2(xv[j].x, xv[j].y), pack_half2(xv[j].z, xv[j].w));
+            }
+            __syncthreads();
+#pragma unroll
+            for (int ks = 0; ks < MMA_BK / 16; ++ks) {
+                uint32_t a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    ldmatrix_x4(a[mt], &As[wm0 + mt * 16 + (lane & 15)][ks * 16 + (lane >> 4) * 8]);
+                }
+#pragma unroll
+                for (int np = 0; np < NT / 2; ++np) {
+                    uint32_t b[4];
+                    ldmatrix_x4(b, &Bs[wn0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma_16816(acc[mt][2 * np], a[mt], b[0], b[1]);
+                        mma_16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                    }
+                }
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
 
     // Epilogue: c0, c1 at (row g, tokens 2q, 2q + 1); c2, c3 at row g + 8.
@@ -182,18 +278,26 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
                  int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
-    const size_t rb = row_size(type, cols);
+    const int64_t gcols = static_cast<int64_t>(group_steps(type)) * MMA_BK;
+    GemmGeom geo;
+    geo.row_bytes = row_size(type, cols);
+    geo.group_bytes = static_cast<int>(row_size(type, std::min(cols, gcols)));
+    // A group's bytes rounded up to 16, plus 16 when rows or groups can start off a 16-byte boundary.
+    const bool aligned = geo.row_bytes % 16 == 0 && geo.group_bytes % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(w2) % 16 == 0;
+    geo.slot = (geo.group_bytes + 15) / 16 * 16 + (aligned ? 0 : 16);
     const int64_t rows_per_block = out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM;
     const int64_t row_blocks = (rows + rows_per_block - 1) / rows_per_block;
     // 128-token tiles only when they still give every SM two blocks.
     const bool wide = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS;
     const int bn = wide ? 128 : 64;
     const int64_t blocks = row_blocks * ((n_tok + bn - 1) / bn);
-    // Split the columns when the grid is small (few rows, few tokens), keeping >= 4 steps each.
+    // Split the column groups when the grid is small (few rows, few tokens).
     int split = 1;
-    const int64_t steps = (cols + MMA_BK - 1) / MMA_BK;
+    const int64_t groups = (cols + gcols - 1) / gcols;
     if (out != MatOut::SwiGLU && work != nullptr && blocks < GEMM_TARGET_BLOCKS) {
-        split = static_cast<int>(std::min<int64_t>({GEMM_MAX_SPLIT, (GEMM_TARGET_BLOCKS + blocks - 1) / blocks, steps / 4}));
+        split = static_cast<int>(std::min<int64_t>({GEMM_MAX_SPLIT, (GEMM_TARGET_BLOCKS + blocks - 1) / blocks,
+                                                    std::max<int64_t>(1, groups * group_steps(type) / 4)}));
         while (split > 1 && static_cast<size_t>(split) * n_tok * rows > work_floats) --split;
         split = std::max(split, 1);
     }
@@ -201,15 +305,19 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
                     static_cast<unsigned>(split));
     float* dst = split > 1 ? work : y;
     const int mode = split > 1 ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
+    const size_t smem = 2 * static_cast<size_t>(MMA_BM) * geo.slot + (wide ? gemm_tiles_bytes<128>() : gemm_tiles_bytes<64>());
+    auto launch = [&](auto kernel) {
+        if (smem > 48 * 1024) {  // beyond the default dynamic limit: opt in (SM 8.7 and 9.0 allow more)
+            JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        }
+        kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(static_cast<const uint8_t*>(w),
+                                                               static_cast<const uint8_t*>(w2), rows, cols, geo, x,
+                                                               n_tok, dst, mode);
+    };
     const bool ok = dispatch_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
-        if (wide) {
-            kernel_gemm_mma<T, 128><<<grid, MMA_THREADS, 0, as_stream(stream)>>>(
-                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, dst, mode);
-        } else {
-            kernel_gemm_mma<T, 64><<<grid, MMA_THREADS, 0, as_stream(stream)>>>(
-                static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, dst, mode);
-        }
+        if (wide) launch(kernel_gemm_mma<T, 128>);
+        else launch(kernel_gemm_mma<T, 64>);
     });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
