@@ -50,6 +50,32 @@ __host__ __device__ __forceinline__ void split_plan(int n_kv, int max_split, int
     *n_used = (n_kv + per - 1) / per;
 }
 
+// The warp's result for query head h of token t over split s (lane l holds dims l, l + 32, ...):
+// without a split the normalized output; else (acc..., m, l) into the work buffer
+// [n_tok][n_head][max_split][head_dim + 2] (an empty split leaves m = -inf, l = 0).
+__device__ __forceinline__ void store_warp_result(const AttentionParams& p, int t, int h, int s, int n_split,
+                                                  const float (&acc)[MAX_DPL], float m, float l, int lane) {
+    const int hd = p.head_dim, nd = hd / WARP;
+    if (n_split == 1) {
+        float* out = p.out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
+        const float inv_l = 1.0f / l;
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            if (i < nd) out[lane + WARP * i] = acc[i] * inv_l;
+        }
+    } else {
+        float* w = p.work + ((static_cast<int64_t>(t) * p.n_head + h) * p.max_split + s) * (hd + 2);
+#pragma unroll
+        for (int i = 0; i < MAX_DPL; ++i) {
+            if (i < nd) w[lane + WARP * i] = acc[i];
+        }
+        if (lane == 0) {
+            w[hd] = m;
+            w[hd + 1] = l;
+        }
+    }
+}
+
 // Keys of split s: [s * per_split, min(n_kv, (s + 1) * per_split)); qt tokens per block.
 // n_split: the grid's splits (1: no split, write `out` directly).
 template <bool INT8>
@@ -194,26 +220,7 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     }
     if (!active) return;
 
-    if (n_split == 1) {
-        float* out = p.out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
-        const float inv_l = 1.0f / l;
-#pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
-            if (i < nd) out[lane + WARP * i] = acc[i] * inv_l;
-        }
-    } else {
-        // work: [n_tok][n_head][max_split][head_dim + 2] = (acc..., m, l); an empty split
-        // leaves m = -inf, l = 0.
-        float* w = p.work + ((static_cast<int64_t>(t) * p.n_head + h) * p.max_split + s) * (hd + 2);
-#pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
-            if (i < nd) w[lane + WARP * i] = acc[i];
-        }
-        if (lane == 0) {
-            w[hd] = m;
-            w[hd + 1] = l;
-        }
-    }
+    store_warp_result(p, t, h, s, n_split, acc, m, l, lane);
 }
 
 // Decode (one token) over the INT8 cache: block = (KV head, split), one warp per query head of
@@ -348,24 +355,7 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP) kernel_attention_decode_i8(A
         }
     }
 
-    if (n_split == 1) {
-        float* out = p.out + static_cast<int64_t>(h) * hd;
-        const float inv_l = 1.0f / l;
-#pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
-            if (i < nd) out[lane + WARP * i] = acc[i] * inv_l;
-        }
-    } else {
-        float* w = p.work + (static_cast<int64_t>(h) * p.max_split + s) * (hd + 2);
-#pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) {
-            if (i < nd) w[lane + WARP * i] = acc[i];
-        }
-        if (lane == 0) {
-            w[hd] = m;
-            w[hd + 1] = l;
-        }
-    }
+    store_warp_result(p, 0, h, s, n_split, acc, m, l, lane);
 }
 
 // One block per (head, token) of head_dim x par threads (par = min(8, 1024 / head_dim)): the
@@ -417,10 +407,7 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
 
 void launch_attention_decode_i8(const AttentionParams& p, int n_split, int group, void* stream) {
     const size_t smem = attention_decode_smem_bytes(group, p.head_dim);
-    if (smem > 48 * 1024) {  // beyond the default dynamic limit: opt in (SM 8.7 and 9.0 allow more)
-        JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel_attention_decode_i8, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)));
-    }
+    allow_dynamic_smem(kernel_attention_decode_i8, smem);
     const dim3 grid(static_cast<unsigned>(p.n_head_kv), 1, static_cast<unsigned>(n_split));
     kernel_attention_decode_i8<<<grid, group * WARP, smem, as_stream(stream)>>>(p, n_split);
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_i8");
@@ -435,10 +422,7 @@ void launch_attention_generic(const AttentionParams& p, int n_split, int group, 
     const dim3 grid(static_cast<unsigned>(p.n_head_kv), static_cast<unsigned>((p.n_tok + qt - 1) / qt),
                     static_cast<unsigned>(n_split));
     auto launch = [&](auto kernel) {
-        if (smem > 48 * 1024) {
-            JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(smem)));
-        }
+        allow_dynamic_smem(kernel, smem);
         kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, qt);
     };
     if (int8) launch(kernel_attention<true>);

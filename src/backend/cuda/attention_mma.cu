@@ -224,9 +224,7 @@ template <bool INT8, int HD>
 void launch_fa(const AttentionParams& p, cudaStream_t st) {
     const size_t smem = fa_smem_bytes<HD>();
     const auto kernel = kernel_attention_mma<INT8, HD>;
-    if (smem > 48 * 1024) {
-        JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    }
+    allow_dynamic_smem(kernel, smem);
     const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>((p.n_tok + FA_BQ - 1) / FA_BQ));
     kernel<<<grid, FA_WARPS * WARP, smem, st>>>(p);
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_mma");

@@ -87,8 +87,17 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() {
-    asm volatile("cp.async.commit_group;");
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    cp_async_commit();
+    cp_async_wait<0>();
+}
+
+// Lets `kernel` launch with `smem` bytes of dynamic shared memory: beyond the default 48 KB a
+// kernel must opt in (SM 8.7 and 9.0 allow more per block).
+template <typename Kernel>
+void allow_dynamic_smem(Kernel kernel, size_t smem) {
+    if (smem > 48 * 1024) {
+        JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    }
 }
 
 // Loads 16 bytes that are known to be 16-byte aligned.

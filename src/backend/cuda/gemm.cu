@@ -92,13 +92,13 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     const int t0 = blockIdx.y * BN;
     const int64_t n_chunks = cols / 32;
 
-    // Weight matrix of A row i (SwiGLU: 8 gate rows, then the same 8 rows of up, per 16) and the
-    // row in it (nullptr past the last row).
-    auto mat_of = [&](int i) { return swiglu && ((i >> 3) & 1) ? w2 : w; };
+    // A row i: from the up matrix or not (SwiGLU: 8 gate rows, then the same 8 rows of up, per
+    // 16), and its weight row (nullptr past the last row).
+    auto from_up = [&](int i) { return swiglu && ((i >> 3) & 1); };
     auto row_of = [&](int i) -> const uint8_t* {
         const int64_t r = swiglu ? r0 + (i >> 4) * 8 + (i & 7) : r0 + i;
         if (r >= rows) return nullptr;
-        return mat_of(i) + r * geo.row_bytes;
+        return (from_up(i) ? w2 : w) + r * geo.row_bytes;
     };
     // Copies group g of every row into stage st (one commit group per call). Units are whole 16
     // bytes (bytes past the group's end land in the slot's spare room and are never decoded),
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
             const uintptr_t src = (first & ~static_cast<uintptr_t>(15)) + 16 * static_cast<uintptr_t>(k);
             if (src >= end) continue;
             uint8_t* dst = smem + st * stage_bytes + static_cast<size_t>(i) * geo.slot + 16 * k;
-            const uintptr_t mat_end = swiglu && ((i >> 3) & 1) ? w2_end : w_end;
+            const uintptr_t mat_end = from_up(i) ? w2_end : w_end;
             if (src + 16 <= mat_end) {
                 cp_async16(dst, reinterpret_cast<const void*>(src));
             } else {
@@ -307,9 +307,7 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     const int mode = split > 1 ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
     const size_t smem = 2 * static_cast<size_t>(MMA_BM) * geo.slot + (wide ? gemm_tiles_bytes<128>() : gemm_tiles_bytes<64>());
     auto launch = [&](auto kernel) {
-        if (smem > 48 * 1024) {  // beyond the default dynamic limit: opt in (SM 8.7 and 9.0 allow more)
-            JLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-        }
+        allow_dynamic_smem(kernel, smem);
         kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(static_cast<const uint8_t*>(w),
                                                                static_cast<const uint8_t*>(w2), rows, cols, geo, x,
                                                                n_tok, dst, mode);
