@@ -102,14 +102,19 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     };
     // Copies group g of every row into stage st (one commit group per call). Units are whole 16
     // bytes (bytes past the group's end land in the slot's spare room and are never decoded),
-    // except a unit that would cross the end of the matrix: its bytes up to that end are copied
-    // by ordinary loads, so nothing outside the matrix is read.
+    // except a unit that would cross the end of the matrix (its last row's last group, when the
+    // matrix does not end on a 16-byte boundary): after the loop, one thread copies its bytes up to
+    // that end by ordinary loads, so nothing outside the matrix is read and the loop itself is only
+    // cp.async (the compiler unrolls it).
     const int slot_units = geo.slot / 16;
     const uintptr_t w_end = reinterpret_cast<uintptr_t>(w + rows * geo.row_bytes);
     const uintptr_t w2_end = swiglu ? reinterpret_cast<uintptr_t>(w2 + rows * geo.row_bytes) : w_end;
+    const int64_t rows_here = swiglu ? MMA_BM / 2 : MMA_BM;
+    const bool tail_block = r0 + rows_here >= rows && (w_end % 16 != 0 || w2_end % 16 != 0);  // block-uniform
     auto issue = [&](int64_t g, int st) {
         const size_t gb0 = static_cast<size_t>(g) * geo.group_bytes;
         const size_t gb1 = std::min(gb0 + geo.group_bytes, geo.row_bytes);
+        uint8_t* stage = smem + st * stage_bytes;
         for (int u = tid; u < MMA_BM * slot_units; u += MMA_THREADS) {
             const int i = u / slot_units, k = u % slot_units;
             const uint8_t* row = row_of(i);
@@ -117,13 +122,20 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
             const uintptr_t first = reinterpret_cast<uintptr_t>(row + gb0);
             const uintptr_t end = reinterpret_cast<uintptr_t>(row + gb1);
             const uintptr_t src = (first & ~static_cast<uintptr_t>(15)) + 16 * static_cast<uintptr_t>(k);
-            if (src >= end) continue;
-            uint8_t* dst = smem + st * stage_bytes + static_cast<size_t>(i) * geo.slot + 16 * k;
             const uintptr_t mat_end = from_up(i) ? w2_end : w_end;
-            if (src + 16 <= mat_end) {
-                cp_async16(dst, reinterpret_cast<const void*>(src));
-            } else {
-                for (uintptr_t b = src; b < mat_end; ++b) dst[b - src] = *reinterpret_cast<const uint8_t*>(b);
+            if (src >= end || src + 16 > mat_end) continue;
+            cp_async16(stage + static_cast<size_t>(i) * geo.slot + 16 * k, reinterpret_cast<const void*>(src));
+        }
+        if (tail_block && tid < (swiglu ? 2 : 1) && gb1 == geo.row_bytes) {
+            const int64_t last = rows - 1 - r0;  // the last row's place in the block
+            const int i = swiglu ? static_cast<int>((last >> 3) * 16 + (last & 7)) + 8 * tid : static_cast<int>(last);
+            const uint8_t* row = row_of(i);
+            const uintptr_t first_al = reinterpret_cast<uintptr_t>(row + gb0) & ~static_cast<uintptr_t>(15);
+            const uintptr_t row_end = reinterpret_cast<uintptr_t>(row + geo.row_bytes);  // = the matrix's end
+            const uintptr_t src = row_end & ~static_cast<uintptr_t>(15);
+            if (src != row_end && src >= first_al) {
+                uint8_t* dst = stage + static_cast<size_t>(i) * geo.slot + (src - first_al);
+                for (uintptr_t p = src; p < row_end; ++p) dst[p - src] = *reinterpret_cast<const uint8_t*>(p);
             }
         }
         cp_async_commit();
