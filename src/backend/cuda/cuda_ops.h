@@ -49,8 +49,9 @@ void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int
 // Prefill GEMM on tensor cores (mma.sync m16n8k16): any n_tok; weight tiles dequantized to
 // fp16 in shared memory, activations rounded to fp16 (saturated at +-65504), fp32 sums.
 // With a work buffer (gemm_work_floats(n_tok, rows) floats), a grid too small to fill the GPU
-// is split over the columns (up to GEMM_MAX_SPLIT parts, not for SwiGLU) and the partial sums
-// are added in a fixed order by a second kernel (deterministic).
+// is split over the columns (up to GEMM_MAX_SPLIT parts, as many as the buffer holds; a SwiGLU
+// part keeps gate and up sums, twice a plain one) and the partial sums are added in a fixed order
+// by a second kernel (deterministic), which also applies the SwiGLU.
 constexpr int GEMM_MAX_SPLIT = 8;
 size_t gemm_work_floats(int n_tok, int64_t rows);
 void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,

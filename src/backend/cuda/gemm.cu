@@ -61,8 +61,9 @@ __host__ __device__ constexpr size_t gemm_tiles_bytes() {
 
 // w, w2: [rows][row_bytes]; x: [n_tok][cols]; y: [n_tok][rows].
 // Split-K (grid z > 1): block z covers column groups [z * G / Z, (z + 1) * G / Z) and stores
-// its partial sums to y + z * n_tok * rows (a work buffer); kernel_splitk_reduce adds them in
-// order, so results do not depend on scheduling.
+// its partial sums to y + z * n_tok * rows (a work buffer; SwiGLU: gate and up sums, 2 x rows per
+// token); kernel_splitk_reduce(_swiglu) adds them in order, so results do not depend on
+// scheduling.
 // Shared memory (dynamic): stage 0 | stage 1 ([MMA_BM][slot] bytes each) | As | Bs.
 template <GgmlType T, int BN>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
@@ -78,7 +79,11 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     const int64_t n_groups = (cols + GC - 1) / GC;
     const int64_t g_first = n_groups * blockIdx.z / gridDim.z;
     const int64_t g_last = n_groups * (blockIdx.z + 1) / gridDim.z;
-    if (gridDim.z > 1) y += static_cast<int64_t>(blockIdx.z) * n_tok * rows;
+    const bool swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
+    // Split: this block's partial sums (SwiGLU: gate and up side by side, 2 x rows per token).
+    const bool partial = gridDim.z > 1;
+    const int64_t ystride = partial && swiglu ? 2 * rows : rows;
+    if (partial) y += static_cast<int64_t>(blockIdx.z) * n_tok * ystride;
     constexpr int WARPS_N = BN / 32;
     constexpr int WARPS_M = 8 / WARPS_N;
     constexpr int WM = MMA_BM / WARPS_M;  // A rows per warp
@@ -87,7 +92,6 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
 
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * 32;
-    const bool swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
     const int64_t r0 = static_cast<int64_t>(blockIdx.x) * (swiglu ? MMA_BM / 2 : MMA_BM);
     const int t0 = blockIdx.y * BN;
     const int64_t n_chunks = cols / 32;
@@ -246,6 +250,17 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
             if (swiglu) {
                 const int64_t r = r0 + (m >> 4) * 8 + (m & 7);
                 if (r >= rows) continue;
+                if (partial) {
+                    if (n < n_tok) {
+                        y[static_cast<int64_t>(n) * ystride + r] = c[0];
+                        y[static_cast<int64_t>(n) * ystride + rows + r] = c[2];
+                    }
+                    if (n + 1 < n_tok) {
+                        y[static_cast<int64_t>(n + 1) * ystride + r] = c[1];
+                        y[static_cast<int64_t>(n + 1) * ystride + rows + r] = c[3];
+                    }
+                    continue;
+                }
                 if (n < n_tok) y[static_cast<int64_t>(n) * rows + r] = silu_mul_f(c[0], c[2]);
                 if (n + 1 < n_tok) y[static_cast<int64_t>(n + 1) * rows + r] = silu_mul_f(c[1], c[3]);
             } else {
@@ -275,6 +290,22 @@ __global__ void kernel_splitk_reduce(const float* __restrict__ work, int split, 
     float s = work[i];
     for (int z = 1; z < split; ++z) s += work[z * n + i];
     y[i] = add ? y[i] + s : s;
+}
+
+// SwiGLU: y[t][r] = silu(sum_z gate) * sum_z up, from work[z][t][2 * rows] (gate | up), z in order.
+__global__ void kernel_splitk_reduce_swiglu(const float* __restrict__ work, int split, int n_tok, int64_t rows,
+                                            float* __restrict__ y) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n_tok * rows) return;
+    const int64_t t = i / rows, r = i % rows;
+    const int64_t part = static_cast<int64_t>(n_tok) * 2 * rows;
+    const float* p = work + t * 2 * rows + r;
+    float g = p[0], u = p[rows];
+    for (int z = 1; z < split; ++z) {
+        g += p[z * part];
+        u += p[z * part + rows];
+    }
+    y[i] = silu_mul_f(g, u);
 }
 
 // Enough blocks to give every SM two.
@@ -307,16 +338,18 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     // Split the column groups when the grid is small (few rows, few tokens).
     int split = 1;
     const int64_t groups = (cols + gcols - 1) / gcols;
-    if (out != MatOut::SwiGLU && work != nullptr && blocks < GEMM_TARGET_BLOCKS) {
+    const size_t per_split = static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1);
+    if (work != nullptr && blocks < GEMM_TARGET_BLOCKS) {
         split = static_cast<int>(std::min<int64_t>({GEMM_MAX_SPLIT, (GEMM_TARGET_BLOCKS + blocks - 1) / blocks,
                                                     std::max<int64_t>(1, groups * group_steps(type) / 4)}));
-        while (split > 1 && static_cast<size_t>(split) * n_tok * rows > work_floats) --split;
+        while (split > 1 && static_cast<size_t>(split) * per_split > work_floats) --split;
         split = std::max(split, 1);
     }
     const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>((n_tok + bn - 1) / bn),
                     static_cast<unsigned>(split));
     float* dst = split > 1 ? work : y;
-    const int mode = split > 1 ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
+    // A split SwiGLU product keeps its mode (the kernel writes gate and up partial sums).
+    const int mode = split > 1 && out != MatOut::SwiGLU ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
     const size_t smem = 2 * static_cast<size_t>(MMA_BM) * geo.slot + (wide ? gemm_tiles_bytes<128>() : gemm_tiles_bytes<64>());
     auto launch = [&](auto kernel) {
         allow_dynamic_smem(kernel, smem);
@@ -331,7 +364,12 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
-    if (split > 1) {
+    if (split > 1 && out == MatOut::SwiGLU) {
+        const int64_t n = static_cast<int64_t>(n_tok) * rows;
+        kernel_splitk_reduce_swiglu<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
+            work, split, n_tok, rows, y);
+        JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce_swiglu");
+    } else if (split > 1) {
         const int64_t n = static_cast<int64_t>(n_tok) * rows;
         kernel_splitk_reduce<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
             work, split, n, y, out == MatOut::Add ? 1 : 0);
