@@ -12,8 +12,12 @@
 // events, so it measures the GPU, not the host's launch rate; the table gives the median time per
 // call over --reps samples. After timing, one call is checked against matmul_ref on the first
 // rows (relative RMS error; > 5% fails the run).
-//   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4] [--quick]
-//                      [--launch graph|stream] [--json FILE]
+// Token counts above 4 time the prefill GEMM (launch_gemm on fp32 activations, with a split-K
+// work buffer the size the engine allocates for qwen3-4b at its batch of 512; stream launches, as
+// the engine's prefill) and add TFLOPS (2 x rows x cols x n_tok per matrix / time); their check
+// is against gemm_f16_ref.
+//   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4[,33,512]]
+//                      [--quick] [--launch graph|stream] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +52,11 @@ constexpr double CHECK_BOUND = 0.05;  // relative RMS error of the checked rows
 constexpr int64_t CHECK_ROWS = 64;
 constexpr int MAX_CALLS_PER_SAMPLE = 256;  // stream launches: stay well inside the driver's launch queue
 constexpr int MIN_CALLS_PER_SAMPLE = 8;
+constexpr int MAX_BENCH_TOKENS = 4096;
+// The engine's split-K buffer for qwen3-4b (widest non-FFN product 4,096 rows) at n_batch 512:
+// max(gemm_work_floats(64, 4096), 2 x 512 x 4096) floats (cuda_backend.cu, allocate).
+constexpr int64_t ENGINE_WORK_ROWS = 4096;
+constexpr int ENGINE_BATCH = 512;
 
 // A weight matrix W [rows][cols]: rows = output features, cols = input features (GGUF ne[1], ne[0]).
 struct Shape {
@@ -138,9 +147,9 @@ std::vector<int> parse_int_list(const std::string& s, const char* flag) {
         if (item.empty()) continue;
         char* end = nullptr;
         const long x = std::strtol(item.c_str(), &end, 10);
-        if (*end != '\0' || x < 1 || x > cuda::GEMV_MAX_TOKENS) {
+        if (*end != '\0' || x < 1 || x > MAX_BENCH_TOKENS) {
             throw jllm::JllmError(jllm::strfmt("%s: '%s' is not a token count in 1..%d", flag, item.c_str(),
-                                               cuda::GEMV_MAX_TOKENS));
+                                               MAX_BENCH_TOKENS));
         }
         v.push_back(static_cast<int>(x));
     }
@@ -237,6 +246,7 @@ struct CaseResult {
     std::vector<double> us;  // time per call of each sample
     double us_median = 0, us_min = 0, us_max = 0;
     double gbps = 0, copy_share = 0;
+    double tflops = 0;  // 2 x rows x cols x n_tok (x 2 for SwiGLU) / time
     double rel_err = 0;
     bool check_ok = true;
     int gate_timeouts = 0;
@@ -285,12 +295,19 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     const cuda::MatOut mode = shape.swiglu ? cuda::MatOut::SwiGLU : cuda::MatOut::Store;
     // The engine's decode path: the dp4a GEMV on 8-bit activations (quantized once per n_tok,
     // outside the timing, as the preceding kernel does in the forward pass); fp32 GEMV otherwise.
+    // Beyond GEMV_MAX_TOKENS: the prefill GEMM with the engine's split-K buffer.
     const bool q8 = cuda::gemv_q8_type_supported(type);
-    DevBuf xq(cuda::act_q8_bytes(max_tok, shape.cols));
+    DevBuf xq(cuda::act_q8_bytes(std::min(max_tok, cuda::GEMV_MAX_TOKENS), shape.cols));
+    const size_t work_floats = std::max(cuda::gemm_work_floats(64, ENGINE_WORK_ROWS),
+                                        static_cast<size_t>(2) * ENGINE_BATCH * ENGINE_WORK_ROWS);
+    DevBuf work(max_tok > cuda::GEMV_MAX_TOKENS ? work_floats * sizeof(float) : 1);
     auto call = [&](int k, int n_tok) {  // the k-th call of the rotation
         const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;
         const uint8_t* w2 = shape.swiglu ? w1 + stride : nullptr;
-        if (q8) {
+        if (n_tok > cuda::GEMV_MAX_TOKENS) {
+            cuda::launch_gemm(type, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
+                              static_cast<float*>(y.p), mode, stream.get(), static_cast<float*>(work.p), work_floats);
+        } else if (q8) {
             cuda::launch_gemv_q8(type, w1, w2, shape.rows, shape.cols, xq.p, n_tok, static_cast<float*>(y.p), mode,
                                  stream.get());
         } else {
@@ -310,19 +327,25 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         r.swiglu = shape.swiglu;
         r.weight_bytes = static_cast<uint64_t>(mat_bytes) * per_call;
         r.copies = static_cast<int>(copies);
-        r.calls_per_sample = calls_per_sample;
-        if (q8) cuda::launch_quantize_act(static_cast<const float*>(x.p), n_tok, shape.cols, xq.p, stream.get());
+        const bool gemm = n_tok > cuda::GEMV_MAX_TOKENS;
+        // GEMM calls are up to two launches (product + split-K reduction), all held behind the gate.
+        const int cps = gemm ? std::min(MAX_CALLS_PER_SAMPLE / 2, std::max(MIN_CALLS_PER_SAMPLE, n_calls))
+                             : calls_per_sample;
+        r.calls_per_sample = cps;
+        if (q8 && !gemm) cuda::launch_quantize_act(static_cast<const float*>(x.p), n_tok, shape.cols, xq.p, stream.get());
         const int timeouts0 = gate.timeouts();
         int k = 0;
-        for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);  // warm-up (and module load)
+        for (int i = 0; i < cps; ++i) call(k++, n_tok);  // warm-up (and module load)
         stream.sync();
+        // The engine launches prefill products on its stream (no graph): GEMM samples do too.
+        const bool use_graph = opt.graph && !gemm;
         cuda::BenchGraph graph;
-        if (opt.graph) {
+        if (use_graph) {
             // One pass over the rotation from copy 0 (calls_per_sample is a multiple of n_calls
             // or at least 256 calls, so a sample's first call's copy was not read in the last
             // rotate_bytes): the graph replays it per sample.
             graph.begin(stream.get());
-            for (int i = 0; i < calls_per_sample; ++i) call(i, n_tok);
+            for (int i = 0; i < cps; ++i) call(i, n_tok);
             graph.end(stream.get());
             graph.launch(stream.get());
             stream.sync();
@@ -330,14 +353,14 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         for (int s = 0; s < opt.reps; ++s) {
             gate.hold(stream.get());
             timer.start(stream.get());
-            if (opt.graph) {
+            if (use_graph) {
                 graph.launch(stream.get());
             } else {
-                for (int i = 0; i < calls_per_sample; ++i) call(k++, n_tok);
+                for (int i = 0; i < cps; ++i) call(k++, n_tok);
             }
             timer.stop(stream.get());
             gate.release();
-            r.us.push_back(timer.elapsed_ms() * 1e3 / calls_per_sample);
+            r.us.push_back(timer.elapsed_ms() * 1e3 / cps);
         }
         stream.sync();
         r.gate_timeouts = gate.timeouts() - timeouts0;
@@ -346,6 +369,8 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         r.us_max = *std::max_element(r.us.begin(), r.us.end());
         r.gbps = static_cast<double>(r.weight_bytes) / (r.us_median * 1e-6) / 1e9;
         r.copy_share = copy_gbps > 0 ? r.gbps / copy_gbps : 0;
+        r.tflops = 2.0 * static_cast<double>(shape.rows) * static_cast<double>(shape.cols) * n_tok * per_call /
+                   (r.us_median * 1e-6) / 1e12;
 
         // Check: the first CHECK_ROWS rows of copy 0 (and 1 for SwiGLU, same bytes) against the
         // scalar reference; every output finite.
@@ -355,8 +380,10 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         cuda::download(got.data(), y.p, got.size() * sizeof(float));
         const int64_t nr = std::min(CHECK_ROWS, shape.rows);
         std::vector<float> ref(static_cast<size_t>(n_tok * nr));
-        cuda::matmul_ref(type, host_w.data(), shape.swiglu ? host_w.data() : nullptr, nr, shape.cols, host_x.data(),
-                         n_tok, ref.data(), mode);
+        // The GEMM rounds weights and activations to fp16 (its twin does the same).
+        auto ref_fn = gemm ? cuda::gemm_f16_ref : cuda::matmul_ref;
+        ref_fn(type, host_w.data(), shape.swiglu ? host_w.data() : nullptr, nr, shape.cols, host_x.data(), n_tok,
+               ref.data(), mode);
         double se = 0, sr = 0;
         bool finite = true;
         for (float v : got) finite = finite && std::isfinite(v);
@@ -371,8 +398,8 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         r.check_ok = finite && r.rel_err <= CHECK_BOUND;
         if (!finite) r.rel_err = NAN;
         out.push_back(r);
-        std::fprintf(stderr, "  %-5s %-22s n_tok %d: %9.2f us  %8.1f GB/s%s\n", r.type.c_str(), r.shape.c_str(),
-                     n_tok, r.us_median, r.gbps, r.check_ok ? "" : "  CHECK FAILED");
+        std::fprintf(stderr, "  %-5s %-22s n_tok %d: %9.2f us  %8.1f GB/s  %6.1f TFLOPS%s\n", r.type.c_str(),
+                     r.shape.c_str(), n_tok, r.us_median, r.gbps, r.tflops, r.check_ok ? "" : "  CHECK FAILED");
     }
 }
 
@@ -442,7 +469,8 @@ int main(int argc, char** argv) {
     app.add_option("--reps", reps, "timed samples per GEMV case (the median is reported)")->capture_default_str();
     app.add_option("--types", types_s, "weight types, comma-separated (q4_k, q6_k, q8_0, q4_0, f16, ...)")
         ->capture_default_str();
-    app.add_option("--ntok", ntok_s, "tokens per GEMV call, comma-separated, each 1..4")->capture_default_str();
+    app.add_option("--ntok", ntok_s, "tokens per call, comma-separated, each 1..4096 (above 4: the prefill GEMM)")
+        ->capture_default_str();
     app.add_option("--rotate-mib", rotate_mib, "the copies of a matrix total at least this (MiB; L2 must not hold them)")
         ->capture_default_str();
     app.add_option("--launch", launch, "how a sample's calls are launched: graph (one CUDA graph, as the engine's "
@@ -524,17 +552,18 @@ int main(int argc, char** argv) {
                     copy.bytes / 1073741824.0, copy.best_gbps, copy_reps, copy.median_gbps);
         std::printf("- GEMV: cuda::launch_gemv_q8 (8-bit activations; launch_matmul for unquantized types), median of %d samples of back-to-back calls (%s); each matrix rotates over "
                     "copies totalling >= %.0f MiB; GB/s = weight bytes / time; check = relative RMS error of %lld rows "
-                    "against matmul_ref\n\n",
+                    "against matmul_ref; n_tok > 4: cuda::launch_gemm (the prefill GEMM) on fp32 activations, stream launches, checked "
+                    "against gemm_f16_ref\n\n",
                     opt.reps, opt.graph ? "one CUDA graph per sample" : "stream launches", opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));
         std::printf("| type | matrix | rows | cols | n_tok | weight MB | copies | us / call | min .. max | GB/s | "
-                    "%% of copy | check |\n");
-        std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+                    "%% of copy | check | TFLOPS |\n");
+        std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
         for (const CaseResult& r : cases) {
-            std::printf("| %s | %s | %lld | %lld | %d | %s | %d | %.2f | %.2f .. %.2f | %.1f | %.1f%% | %s %.1e |\n",
+            std::printf("| %s | %s | %lld | %lld | %d | %s | %d | %.2f | %.2f .. %.2f | %.1f | %.1f%% | %s %.1e | %.1f |\n",
                         r.type.c_str(), r.shape.c_str(), static_cast<long long>(r.rows),
                         static_cast<long long>(r.cols), r.n_tok, human_mb(r.weight_bytes).c_str(), r.copies,
                         r.us_median, r.us_min, r.us_max, r.gbps, 100.0 * r.copy_share,
-                        r.check_ok ? "ok" : "FAILED", r.rel_err);
+                        r.check_ok ? "ok" : "FAILED", r.rel_err, r.tflops);
         }
         if (est.ok) {
             std::printf("\nqwen3-4b q4_k_m, the matmuls of one decode token (n_tok 1, sum of the rows above): %.1f us "
@@ -593,6 +622,7 @@ int main(int argc, char** argv) {
                                {"us_samples", r.us},
                                {"gbps", r.gbps},
                                {"copy_share", r.copy_share},
+                               {"tflops", r.tflops},
                                {"rel_rms_err", std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json()},
                                {"check_ok", r.check_ok},
                                {"gate_timeouts", r.gate_timeouts}});
