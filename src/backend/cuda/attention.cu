@@ -7,10 +7,10 @@
 // query (held in shared memory), an online softmax keeps the running max m and sum l, and the V
 // tile is folded into the output, lane l owning dims l, l+32, ... Causality: each warp stops at
 // its own token's last position; the block loads up to the furthest one.
-// Decode splits the KV length into up to max_split ranges of >= ATTN_MIN_SPLIT_KEYS keys (grid z);
-// each warp writes its unnormalized (m, l, acc) to the work buffer and
-// kernel_attention_combine merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU
-// backend computes them.
+// Decode splits the KV length into up to max_split ranges (grid z) of >= ATTN_MIN_SPLIT_KEYS keys
+// (>= one chunk, 32 x warps keys, for the group-shared INT8 decode kernel below); each split
+// writes its unnormalized (m, l, acc) per head to the work buffer and kernel_attention_combine
+// merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU backend computes them.
 #include <algorithm>
 #include <cmath>
 
@@ -24,6 +24,7 @@ namespace cuda {
 namespace {
 
 AttnKernel g_attn_kernel = AttnKernel::Auto;
+int g_decode_warps = ATTN_DECODE_WARPS_DEFAULT;  // warps per block of the group-shared decode kernel
 
 constexpr int MAX_HD = 256;
 constexpr int MAX_DPL = MAX_HD / WARP;  // output dims per lane
@@ -41,11 +42,13 @@ size_t attention_smem_bytes(int warps, int head_dim, bool /*int8*/) {
     return (static_cast<size_t>(warps) * hd + KT * (hd + 4) + KT * hd + 2 * KT) * sizeof(float);
 }
 
-// Keys per split for a KV length of n_kv over at most max_split splits, and the splits used.
-__host__ __device__ __forceinline__ void split_plan(int n_kv, int max_split, int* per_split, int* n_used) {
+// Keys per split for a KV length of n_kv over at most max_split splits of at least min_keys keys
+// (a multiple of 32), and the splits used.
+__host__ __device__ __forceinline__ void split_plan(int n_kv, int max_split, int min_keys, int* per_split,
+                                                   int* n_used) {
     int per = (n_kv + max_split - 1) / max_split;
     per = (per + KT - 1) / KT * KT;
-    if (max_split > 1 && per < ATTN_MIN_SPLIT_KEYS) per = ATTN_MIN_SPLIT_KEYS;
+    if (max_split > 1 && per < min_keys) per = min_keys;
     *per_split = per;
     *n_used = (n_kv + per - 1) / per;
 }
@@ -96,7 +99,7 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     const int hk = blockIdx.x, s = blockIdx.z;
     if (p.pos_dev) p.pos0 = *p.pos_dev;
     int per_split, n_used;
-    split_plan(p.pos0 + p.n_tok, n_split, &per_split, &n_used);
+    split_plan(p.pos0 + p.n_tok, n_split, ATTN_MIN_SPLIT_KEYS, &per_split, &n_used);
     if (s >= n_used) return;  // block-uniform, before any barrier
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int h = hk * group + warp % group;
@@ -223,74 +226,79 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP)
     store_warp_result(p, t, h, s, n_split, acc, m, l, lane);
 }
 
-// Decode (one token) over the INT8 cache: block = (KV head, split), one warp per query head of
-// the group. The split's keys go through in chunks of dk = min(128, 16384 / head_dim rounded down
-// to 32) keys: a chunk's
-// K and V rows are copied raw (int8) into shared memory at once with cp.async — one round trip
-// for up to 32 KB instead of one per 32-key tile — with rows padded by 16 bytes so the lanes'
-// 16-byte reads of different keys fall in different banks. Lane l scores keys l, l + 32, ... of
-// the chunk against its warp's query (f32 in shared memory), an online softmax carries (m, l)
-// across chunks, and V is folded in with lane l owning dims l, l + 32, ... Output as the generic
-// kernel's: `out` directly without a split, else (acc, m, l) per split for the combine.
-constexpr int DEC_MAX_KEYS = 128;
-constexpr int DEC_CHUNK_BYTES = 16384;  // K (and V) bytes of a chunk
-constexpr int DEC_MAX_SLOTS = DEC_MAX_KEYS / WARP;  // keys per lane per chunk
+// Decode (one token) over the INT8 cache with the keys spread over the warps and the group's
+// query heads sharing each key's conversion: block = (KV head, split) of W warps; the split goes
+// through in chunks of 32 W keys, warp w taking keys 32 w .. 32 w + 31 of a chunk. A chunk's K
+// and V rows are copied raw into shared memory by cp.async (rows padded by 16 bytes so the lanes'
+// 16-byte reads of different keys fall in different banks). Lane l converts key l's row once
+// and scores it against all G query heads (f32 queries in shared memory, read as broadcasts):
+// the int8 -> f32 work of a key is done once for the group, not once per head. Each warp keeps
+// an online softmax (m, l) and an accumulator per head over its own keys; for V, lane l owns the
+// DPL = head_dim / 32 consecutive dims l DPL .., converts a key's DPL values once and folds
+// them into all G heads with the key's weights (V scale folded in), which the scoring lanes left
+// in shared memory. The warps' states meet in shared memory at the end (reusing the K/V area);
+// the result is the normalized output without a split, else (acc, m, l) per split for the
+// combine, as the other kernels write it.
+constexpr int GS_MAX_WARPS = 4;
 
-// A multiple of 32 (whole lane slots; keeps the shared areas 16-byte aligned).
-__host__ __device__ __forceinline__ int decode_chunk_keys(int head_dim) {
-    return min(DEC_MAX_KEYS, DEC_CHUNK_BYTES / head_dim / WARP * WARP);
-}
-size_t attention_decode_smem_bytes(int warps, int head_dim) {
-    const size_t dk = static_cast<size_t>(decode_chunk_keys(head_dim));
-    const size_t row = static_cast<size_t>(head_dim) + 16;
-    return 2 * dk * row + 2 * dk * sizeof(float) + static_cast<size_t>(warps) * head_dim * sizeof(float);
+// int8 -> f32 without the conversion unit: with the sign bit of every byte flipped (x = word ^
+// 0x80808080), 0x4B0000bb is the float 2^23 + bb exactly, and bb = b + 128.
+template <int I>
+__device__ __forceinline__ float i8_to_f32(uint32_t x) {
+    return __uint_as_float(__byte_perm(x, 0x4B000000u, 0x7440 | I)) - 8388736.0f;
 }
 
-__global__ void __launch_bounds__(MAX_WARPS * WARP) kernel_attention_decode_i8(AttentionParams p, int n_split) {
+__host__ __device__ __forceinline__ int gs_pad4(int g) { return (g + 3) / 4 * 4; }
+
+size_t attention_decode_gs_smem_bytes(int warps, int group, int head_dim) {
+    const size_t chunk = static_cast<size_t>(warps) * WARP, hd = static_cast<size_t>(head_dim);
+    return 2 * chunk * (hd + 16) + 2 * chunk * sizeof(float) + (group * hd + chunk * gs_pad4(group)) * sizeof(float);
+}
+
+template <int G, int DPL>
+__global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
+    kernel_attention_decode_gs(AttentionParams p, int n_split, int min_keys) {
+    constexpr int HD = DPL * WARP, RS = HD + 16, GP = (G + 3) / 4 * 4, UNITS = HD / 16;
     extern __shared__ __align__(16) uint8_t smem[];
-    const int group = p.n_head / p.n_head_kv;
-    const int hd = p.head_dim, nd = hd / WARP;
-    const int dk = decode_chunk_keys(hd);
-    const int rs = hd + 16;  // shared row stride in bytes
-    int8_t* ks = reinterpret_cast<int8_t*>(smem);  // [dk][rs]
-    int8_t* vs = ks + dk * rs;                      // [dk][rs]
-    float* ksc = reinterpret_cast<float*>(vs + dk * rs);  // [dk]
-    float* vsc = ksc + dk;                                // [dk]
-    float* qs = vsc + dk;                                 // [group][hd]
+    const int n_warps = blockDim.x / WARP, chunk = n_warps * WARP;
+    int8_t* ks = reinterpret_cast<int8_t*>(smem);         // [chunk][RS]
+    int8_t* vs = ks + chunk * RS;                         // [chunk][RS]
+    float* ksc = reinterpret_cast<float*>(vs + chunk * RS);  // [chunk]
+    float* vsc = ksc + chunk;                             // [chunk]
+    float* q_s = vsc + chunk;                             // [G][HD]
+    float* p_s = q_s + G * HD;                            // [chunk][GP]: weights x V scale
 
     const int hk = blockIdx.x, s = blockIdx.z;
     if (p.pos_dev) p.pos0 = *p.pos_dev;
     int per_split, n_used;
-    split_plan(p.pos0 + 1, n_split, &per_split, &n_used);
+    split_plan(p.pos0 + 1, n_split, min_keys, &per_split, &n_used);
     if (s >= n_used) return;  // block-uniform, before any barrier
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const int h = hk * group + warp;
     const int k_begin = s * per_split;
     const int k_end = min(p.pos0 + 1, k_begin + per_split);
 
-    float* q_s = qs + warp * hd;
-    {
-        const float* q = p.q + static_cast<int64_t>(h) * hd;
-        for (int i = lane; i < hd; i += WARP) q_s[i] = q[i];
-    }
-    const float inv_sqrt = 1.0f / sqrtf(static_cast<float>(hd));
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) q_s[i] = p.q[static_cast<int64_t>(hk) * G * HD + i];
+    const float inv_sqrt = 1.0f / sqrtf(static_cast<float>(HD));
     const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
     const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
-    const int units = hd / 16;  // 16-byte units per row
 
-    float m = -INFINITY, l = 0.0f;
-    float acc[MAX_DPL];
+    float m[G], l[G], acc[G][DPL];
 #pragma unroll
-    for (int i = 0; i < MAX_DPL; ++i) acc[i] = 0.0f;
+    for (int g = 0; g < G; ++g) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < DPL; ++d) acc[g][d] = 0.0f;
+    }
 
-    for (int base = k_begin; base < k_end; base += dk) {
-        const int n_keys = min(dk, k_end - base);
+    for (int base = k_begin; base < k_end; base += chunk) {
+        const int n_keys = min(chunk, k_end - base);
         __syncthreads();  // the previous chunk is consumed (and q_s is written, first time)
-        for (int u = threadIdx.x; u < n_keys * units; u += blockDim.x) {
-            const int j = u / units, c = u % units;
-            const int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * hd + c * 16;
-            cp_async16(ks + j * rs + c * 16, kc + off);
-            cp_async16(vs + j * rs + c * 16, vc + off);
+        for (int u = threadIdx.x; u < n_keys * UNITS; u += blockDim.x) {
+            const int j = u / UNITS, c = u % UNITS;
+            const int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * HD + c * 16;
+            cp_async16(ks + j * RS + c * 16, kc + off);
+            cp_async16(vs + j * RS + c * 16, vc + off);
         }
         for (int j = threadIdx.x; j < n_keys; j += blockDim.x) {
             const int64_t si = static_cast<int64_t>(base + j) * p.n_head_kv + hk;
@@ -299,63 +307,139 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP) kernel_attention_decode_i8(A
         }
         cp_async_wait_all();
         __syncthreads();
+        if (WARP * warp >= n_keys) continue;  // no key of this chunk for this warp (warp-uniform)
 
-        // scores of keys lane + 32 i
-        float sc[DEC_MAX_SLOTS];
-        float cmax = -INFINITY;
+        // Scores of key j against the G heads: two partial sums per head (shorter chains).
+        const int j = WARP * warp + lane;
+        const bool valid = j < n_keys;
+        float sc[G];
+        {
+            float d0[G], d1[G];
 #pragma unroll
-        for (int i = 0; i < DEC_MAX_SLOTS; ++i) {
-            const int j = lane + WARP * i;
-            sc[i] = -INFINITY;
-            if (j < n_keys) {
-                const int8_t* kr = ks + j * rs;
-                float dot = 0.0f;
-                for (int c = 0; c < units; ++c) {
+            for (int g = 0; g < G; ++g) d0[g] = d1[g] = 0.0f;
+            if (valid) {
+                const int8_t* kr = ks + j * RS;
+#pragma unroll
+                for (int c = 0; c < UNITS; ++c) {
                     const uint4 kv = *reinterpret_cast<const uint4*>(kr + c * 16);
-                    const uint32_t w[4] = {kv.x, kv.y, kv.z, kv.w};
+                    const uint32_t w[4] = {kv.x ^ 0x80808080u, kv.y ^ 0x80808080u, kv.z ^ 0x80808080u,
+                                           kv.w ^ 0x80808080u};
+                    float kf[16];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const float4 qv = *reinterpret_cast<const float4*>(q_s + c * 16 + 4 * e);
-                        dot += qv.x * static_cast<float>(static_cast<int8_t>(w[e])) +
-                               qv.y * static_cast<float>(static_cast<int8_t>(w[e] >> 8)) +
-                               qv.z * static_cast<float>(static_cast<int8_t>(w[e] >> 16)) +
-                               qv.w * static_cast<float>(static_cast<int8_t>(w[e] >> 24));
+                        kf[4 * e] = i8_to_f32<0>(w[e]);
+                        kf[4 * e + 1] = i8_to_f32<1>(w[e]);
+                        kf[4 * e + 2] = i8_to_f32<2>(w[e]);
+                        kf[4 * e + 3] = i8_to_f32<3>(w[e]);
+                    }
+#pragma unroll
+                    for (int g = 0; g < G; ++g) {
+                        float& d = (c & 1) ? d1[g] : d0[g];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const float4 qv = *reinterpret_cast<const float4*>(q_s + g * HD + c * 16 + 4 * e);
+                            d = fmaf(qv.x, kf[4 * e], d);
+                            d = fmaf(qv.y, kf[4 * e + 1], d);
+                            d = fmaf(qv.z, kf[4 * e + 2], d);
+                            d = fmaf(qv.w, kf[4 * e + 3], d);
+                        }
                     }
                 }
-                sc[i] = dot * ksc[j] * inv_sqrt;
-                cmax = fmaxf(cmax, sc[i]);
             }
+            const float kscale = valid ? ksc[j] * inv_sqrt : 0.0f;
+#pragma unroll
+            for (int g = 0; g < G; ++g) sc[g] = (d0[g] + d1[g]) * kscale;
         }
-        const float m_new = fmaxf(m, warp_max(cmax));  // finite: key 0 of the chunk is valid
-        const float corr = expf(m - m_new);
-        float psum = 0.0f;
+        // Online softmax per head over this warp's keys (key 32 w, lane 0, is valid: m stays finite).
+        const float vscale = valid ? vsc[j] : 0.0f;
+        float* pw = p_s + j * GP;
 #pragma unroll
-        for (int i = 0; i < DEC_MAX_SLOTS; ++i) {
-            const int j = lane + WARP * i;
-            sc[i] = j < n_keys ? expf(sc[i] - m_new) : 0.0f;
-            psum += sc[i];
-            sc[i] *= j < n_keys ? vsc[j] : 0.0f;  // the V scale folded into the weight
+        for (int g = 0; g < G; ++g) {
+            const float m_new = fmaxf(m[g], warp_max(valid ? sc[g] : -INFINITY));
+            const float corr = expf(m[g] - m_new);
+            const float pr = valid ? expf(sc[g] - m_new) : 0.0f;
+            l[g] = l[g] * corr + warp_sum(pr);
+            m[g] = m_new;
+#pragma unroll
+            for (int d = 0; d < DPL; ++d) acc[g][d] *= corr;
+            pw[g] = pr * vscale;
         }
-        l = l * corr + warp_sum(psum);
-        m = m_new;
+        __syncwarp();
+        // V: lane owns dims lane * DPL ..; key by key, weights of the G heads as broadcasts.
+        const int nj = min(WARP, n_keys - WARP * warp);
+        const int8_t* vbase = vs + (WARP * warp) * RS + lane * DPL;
+        const float* pbase = p_s + (WARP * warp) * GP;
+#pragma unroll 4
+        for (int jj = 0; jj < nj; ++jj) {
+            float vf[DPL];
+            if constexpr (DPL == 2) {
+                const uint32_t x = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(vbase + jj * RS)) ^ 0x8080u;
+                vf[0] = i8_to_f32<0>(x);
+                vf[1] = i8_to_f32<1>(x);
+            } else {
 #pragma unroll
-        for (int i = 0; i < MAX_DPL; ++i) acc[i] *= corr;
-#pragma unroll
-        for (int i = 0; i < DEC_MAX_SLOTS; ++i) {
-            if (WARP * i >= n_keys) break;  // warp-uniform
-            const int nj = min(WARP, n_keys - WARP * i);
-            for (int jj = 0; jj < nj; ++jj) {
-                const float pj = __shfl_sync(0xffffffffu, sc[i], jj);
-                const int8_t* vr = vs + (WARP * i + jj) * rs;
-#pragma unroll
-                for (int d = 0; d < MAX_DPL; ++d) {
-                    if (d < nd) acc[d] += pj * static_cast<float>(vr[lane + WARP * d]);
+                for (int wd = 0; wd < DPL / 4; ++wd) {
+                    const uint32_t x = reinterpret_cast<const uint32_t*>(vbase + jj * RS)[wd] ^ 0x80808080u;
+                    vf[4 * wd] = i8_to_f32<0>(x);
+                    vf[4 * wd + 1] = i8_to_f32<1>(x);
+                    vf[4 * wd + 2] = i8_to_f32<2>(x);
+                    vf[4 * wd + 3] = i8_to_f32<3>(x);
                 }
+            }
+            float pj[GP];
+#pragma unroll
+            for (int g4 = 0; g4 < GP / 4; ++g4) {
+                const float4 pv = *reinterpret_cast<const float4*>(pbase + jj * GP + 4 * g4);
+                pj[4 * g4] = pv.x;
+                pj[4 * g4 + 1] = pv.y;
+                pj[4 * g4 + 2] = pv.z;
+                pj[4 * g4 + 3] = pv.w;
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+#pragma unroll
+                for (int d = 0; d < DPL; ++d) acc[g][d] = fmaf(pj[g], vf[d], acc[g][d]);
             }
         }
     }
 
-    store_warp_result(p, 0, h, s, n_split, acc, m, l, lane);
+    // Merge the warps' (m, l, acc) per head through shared memory (the K/V area, now free).
+    float* mg = reinterpret_cast<float*>(smem);  // [n_warps][G][HD + 2]
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        float* row = mg + (warp * G + g) * (HD + 2);
+#pragma unroll
+        for (int d = 0; d < DPL; ++d) row[lane * DPL + d] = acc[g][d];
+        if (lane == 0) {
+            row[HD] = m[g];
+            row[HD + 1] = l[g];
+        }
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < G * HD; o += blockDim.x) {
+        const int g = o / HD, d = o % HD;
+        float mx = -INFINITY;
+        for (int w = 0; w < n_warps; ++w) mx = fmaxf(mx, mg[(w * G + g) * (HD + 2) + HD]);  // warp 0's is finite
+        float a = 0.0f, lt = 0.0f;
+        for (int w = 0; w < n_warps; ++w) {
+            const float* row = mg + (w * G + g) * (HD + 2);
+            const float f = expf(row[HD] - mx);  // 0 for a warp without keys (m = -inf)
+            a += row[d] * f;
+            lt += row[HD + 1] * f;
+        }
+        const int h = hk * G + g;
+        if (n_split == 1) {
+            p.out[static_cast<int64_t>(h) * HD + d] = a / lt;
+        } else {
+            float* wr = p.work + (static_cast<int64_t>(h) * p.max_split + s) * (HD + 2);
+            wr[d] = a;
+            if (d == 0) {
+                wr[HD] = mx;
+                wr[HD + 1] = lt;
+            }
+        }
+    }
 }
 
 // One block per (head, token) of head_dim x par threads (par = min(8, 1024 / head_dim)): the
@@ -365,7 +449,7 @@ __global__ void __launch_bounds__(MAX_WARPS * WARP) kernel_attention_decode_i8(A
 // and the par partial sums meet in shared memory in a fixed order. With out_q8, the first
 // head_dim threads (whole warps) also quantize the output, one act_q8 block per warp.
 constexpr int COMBINE_MAX_PAR = 8;
-__global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(AttentionParams p, int n_split) {
+__global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(AttentionParams p, int n_split, int min_keys) {
     __shared__ float f[ATTN_MAX_SPLIT_GRID];
     __shared__ float red[MAX_HD * 4 / WARP];
     __shared__ float part[COMBINE_MAX_PAR][MAX_HD];
@@ -373,7 +457,7 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     const int hd = p.head_dim, tid = threadIdx.x, nthr = blockDim.x, d = tid % hd, g = tid / hd, par = nthr / hd;
     if (p.pos_dev) p.pos0 = *p.pos_dev;
     int per_split, n_used;
-    split_plan(p.pos0 + p.n_tok, n_split, &per_split, &n_used);
+    split_plan(p.pos0 + p.n_tok, n_split, min_keys, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
     // max over the splits' m (an empty split has m = -inf, l = 0)
     float mx = -INFINITY;
@@ -405,12 +489,41 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     }
 }
 
-void launch_attention_decode_i8(const AttentionParams& p, int n_split, int group, void* stream) {
-    const size_t smem = attention_decode_smem_bytes(group, p.head_dim);
-    allow_dynamic_smem(kernel_attention_decode_i8, smem);
+// The group-shared decode kernel's instantiations: G query heads per KV head, head_dim 32 DPL.
+bool decode_gs_supported(int group, int head_dim) {
+    const bool g_ok = group == 1 || group == 2 || group == 3 || group == 4 || group == 6 || group == 8;
+    return g_ok && (head_dim == 64 || head_dim == 128 || head_dim == 256);
+}
+
+bool use_decode_gs(const AttentionParams& p) {
+    return p.n_tok == 1 && p.kv_type == KvType::Int8 && g_attn_kernel == AttnKernel::Auto &&
+           decode_gs_supported(p.n_head / p.n_head_kv, p.head_dim);
+}
+
+template <int G>
+void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, void* stream) {
+    const int warps = min_keys / WARP;
+    const size_t smem = attention_decode_gs_smem_bytes(warps, G, p.head_dim);
     const dim3 grid(static_cast<unsigned>(p.n_head_kv), 1, static_cast<unsigned>(n_split));
-    kernel_attention_decode_i8<<<grid, group * WARP, smem, as_stream(stream)>>>(p, n_split);
-    JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_i8");
+    auto launch = [&](auto kernel) {
+        allow_dynamic_smem(kernel, smem);
+        kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, min_keys);
+    };
+    if (p.head_dim == 64) launch(kernel_attention_decode_gs<G, 2>);
+    else if (p.head_dim == 128) launch(kernel_attention_decode_gs<G, 4>);
+    else launch(kernel_attention_decode_gs<G, 8>);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_gs");
+}
+
+void launch_attention_decode_gs(const AttentionParams& p, int n_split, int min_keys, void* stream) {
+    switch (p.n_head / p.n_head_kv) {
+        case 1: launch_decode_gs_g<1>(p, n_split, min_keys, stream); break;
+        case 2: launch_decode_gs_g<2>(p, n_split, min_keys, stream); break;
+        case 3: launch_decode_gs_g<3>(p, n_split, min_keys, stream); break;
+        case 4: launch_decode_gs_g<4>(p, n_split, min_keys, stream); break;
+        case 6: launch_decode_gs_g<6>(p, n_split, min_keys, stream); break;
+        default: launch_decode_gs_g<8>(p, n_split, min_keys, stream); break;
+    }
 }
 
 void launch_attention_generic(const AttentionParams& p, int n_split, int group, void* stream) {
@@ -434,6 +547,21 @@ void launch_attention_generic(const AttentionParams& p, int n_split, int group, 
 
 void set_attention_kernel(AttnKernel k) { g_attn_kernel = k; }
 
+void set_attention_decode_warps(int warps) {
+    JLLM_ASSERT(warps == 1 || warps == 2 || warps == 4);
+    g_decode_warps = warps;
+}
+
+int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim) {
+    AttentionParams p;
+    p.n_tok = 1;
+    p.kv_type = kv;
+    p.n_head = n_head;
+    p.n_head_kv = n_head_kv;
+    p.head_dim = head_dim;
+    return use_decode_gs(p) ? g_decode_warps * WARP : ATTN_MIN_SPLIT_KEYS;
+}
+
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split) {
     return static_cast<size_t>(n_tok) * n_head * max_split * (head_dim + 2);
 }
@@ -446,6 +574,8 @@ void launch_attention(const AttentionParams& p, void* stream) {
     // Splits in the grid: graph mode (pos0 only known on the device) sizes the grid for
     // max_split and the kernels skip what the position does not need; otherwise the plan is
     // made here.
+    const bool gs = use_decode_gs(p);
+    const int min_keys = gs ? g_decode_warps * WARP : ATTN_MIN_SPLIT_KEYS;
     int n_split = 1;
     const bool can_split = p.n_tok == 1 && p.max_split > 1 && p.work != nullptr;
     JLLM_ASSERT(p.max_split <= ATTN_MAX_SPLIT_GRID);
@@ -454,7 +584,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
         n_split = can_split ? p.max_split : 1;
     } else if (can_split) {
         int per = 0, used = 0;
-        split_plan(p.pos0 + p.n_tok, p.max_split, &per, &used);
+        split_plan(p.pos0 + p.n_tok, p.max_split, min_keys, &per, &used);
         n_split = used > 1 ? p.max_split : 1;
     }
     if (n_split == 1 && g_attn_kernel == AttnKernel::Auto && attention_mma_supported(p)) {
@@ -464,15 +594,15 @@ void launch_attention(const AttentionParams& p, void* stream) {
         }
         return;
     }
-    if (p.n_tok == 1 && p.kv_type == KvType::Int8 && g_attn_kernel == AttnKernel::Auto) {
-        launch_attention_decode_i8(p, n_split, group, stream);
+    if (gs) {
+        launch_attention_decode_gs(p, n_split, min_keys, stream);
     } else {
         launch_attention_generic(p, n_split, group, stream);
     }
     if (n_split > 1) {
         const dim3 cgrid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tok));
         const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / p.head_dim);
-        kernel_attention_combine<<<cgrid, p.head_dim * par, 0, as_stream(stream)>>>(p, n_split);
+        kernel_attention_combine<<<cgrid, p.head_dim * par, 0, as_stream(stream)>>>(p, n_split, min_keys);
         JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
     } else if (p.out_q8 != nullptr) {
         launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);

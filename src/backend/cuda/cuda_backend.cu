@@ -85,6 +85,15 @@ public:
             else if (std::strcmp(ak, "auto") == 0) cuda::set_attention_kernel(cuda::AttnKernel::Auto);
             else throw JllmError(strfmt("JLLM_CUDA_ATTN_KERNEL: '%s' is not auto or simt", ak));
         }
+        // JLLM_CUDA_ATTN_WARPS=1|2|4: warps per block (and 32 x warps keys per chunk and at least
+        // per split) of the INT8 decode-attention kernel, for the depth benchmark.
+        if (const char* aw = std::getenv("JLLM_CUDA_ATTN_WARPS"); aw != nullptr && aw[0] != '\0') {
+            const std::string w(aw);
+            if (w != "1" && w != "2" && w != "4") {
+                throw JllmError(strfmt("JLLM_CUDA_ATTN_WARPS: '%s' is not 1, 2 or 4", aw));
+            }
+            cuda::set_attention_decode_warps(std::stoi(w));
+        }
         if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
             throw JllmError(strfmt("cuda: head_dim %lld is not supported (a multiple of 32, at most 256)",
                                    static_cast<long long>(c_.head_dim)));
@@ -436,7 +445,8 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     }
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
     release_graph();  // it points into the buffers being replaced
-    // Decode attention splits: one 32-key tile per split up to ATTN_MAX_SPLIT of them;
+    // Decode attention splits: one split per attention_split_keys keys of the context (a 32-key
+    // tile, or a chunk of the INT8 decode kernel) up to ATTN_MAX_SPLIT of them;
     // JLLM_CUDA_ATTN_SPLITS=N caps them lower (longer splits, fewer partial results to combine),
     // a measurement knob for the depth benchmark.
     int split_cap = cuda::ATTN_MAX_SPLIT;
@@ -449,8 +459,9 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
         }
         split_cap = static_cast<int>(n);
     }
-    max_split_ = std::min(split_cap,
-                          std::max(1, (n_ctx + cuda::ATTN_MIN_SPLIT_KEYS - 1) / cuda::ATTN_MIN_SPLIT_KEYS));
+    const int split_keys = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head),
+                                                      static_cast<int>(c_.n_head_kv), static_cast<int>(c_.head_dim));
+    max_split_ = std::min(split_cap, std::max(1, (n_ctx + split_keys - 1) / split_keys));
     attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
                                                   max_split_));
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));

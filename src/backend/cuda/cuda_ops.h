@@ -168,10 +168,16 @@ struct AttentionParams {
     // when this is not null (by the combine kernel with a split, else by launch_quantize_act).
     void* out_q8 = nullptr;
 };
-// Decode attention is bound by reading the KV cache: many short splits keep every SM loading
-// (at 4,096 positions, 8 KV heads x 129 splits of 32 keys: one tile per block).
+// Decode attention splits of the generic kernel: one 32-key tile at least. The group-shared INT8
+// decode kernel (head_dim 64/128/256, 1, 2, 3, 4, 6 or 8 query heads per KV head) takes one chunk
+// of 32 x warps keys at least (ATTN_DECODE_WARPS_DEFAULT warps per block unless
+// set_attention_decode_warps says otherwise: a measurement knob, 1, 2 or 4).
 constexpr int ATTN_MIN_SPLIT_KEYS = 32;
+constexpr int ATTN_DECODE_WARPS_DEFAULT = 4;
 constexpr int ATTN_MAX_SPLIT = 256;
+// Fewest keys per decode split of the kernel launch_attention picks for these heads (sizes the
+// engine's max_split: the KV capacity over this).
+int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim);
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 // Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores
@@ -179,6 +185,7 @@ void launch_attention(const AttentionParams& p, void* stream);
 // set_attention_kernel(AttnKernel::Simt) (tests and benchmarks) asks for the fp32 kernel.
 enum class AttnKernel { Auto, Simt };
 void set_attention_kernel(AttnKernel k);
+void set_attention_decode_warps(int warps);
 bool attention_mma_supported(const AttentionParams& p);
 void launch_attention_mma(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers

@@ -776,6 +776,32 @@ void run_attn_case(const AttnCase& c, std::mt19937& rng) {
     }
 }
 
+// Decode shapes of the group-shared INT8 kernel (groups 1-8, head_dim 64/128/256): several chunks
+// per split, partial chunks, warps without keys, graph mode.
+void run_decode_shapes(KvType kv, std::mt19937& rng) {
+    run_attn_case({kv, 128, 32, 8, 1, 4095, 33, true, true}, rng);  // Qwen3-4B heads at depth 4096
+    run_attn_case({kv, 128, 32, 8, 1, 700, 2}, rng);                // group 4: several chunks per split
+    run_attn_case({kv, 64, 9, 3, 1, 300, 16, true, true}, rng);     // group 3, last split short
+    run_attn_case({kv, 128, 12, 2, 1, 45, 8}, rng);                 // group 6, one partial chunk
+    run_attn_case({kv, 256, 16, 2, 1, 1500, 8}, rng);               // group 8, largest head
+    run_attn_case({kv, 128, 4, 4, 1, 129, 1}, rng);                 // group 1, no split, 2+ chunks
+    run_attn_case({kv, 64, 10, 2, 1, 500, 4}, rng);                 // group 5: the generic kernel
+}
+
+TEST(CudaOps, AttentionDecodeWarps) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(4242);
+    g_attn_mode = cuda::AttnKernel::Auto;
+    for (int warps : {1, 2, 4}) {  // the default last
+        SCOPED_TRACE("decode warps " + std::to_string(warps));
+        cuda::set_attention_decode_warps(warps);
+        run_decode_shapes(KvType::Int8, rng);
+        run_attn_case({KvType::Int8, 128, 16, 8, 1, 100, 32, true, true}, rng);  // two short splits
+        run_attn_case({KvType::Int8, 64, 4, 2, 1, 2047, 3}, rng);                // long splits
+    }
+    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
+}
+
 TEST(CudaOps, AttentionPrefillAndDecode) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(31337);
@@ -806,6 +832,7 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
         run_attn_case({kv, 128, 8, 2, 130, 0, 1}, rng);                 // 3 query tiles, last partial
         run_attn_case({kv, 128, 8, 2, 64, 200, 1, false, true}, rng);   // after a prefix, 8-bit out
         run_attn_case({kv, 64, 9, 3, 77, 5, 1}, rng);                   // SmolLM2-like heads, group 3
+        run_decode_shapes(kv, rng);
     }
     }
     cuda::set_attention_kernel(cuda::AttnKernel::Auto);
