@@ -515,6 +515,10 @@ TEST(CudaOps, GemvQ8EveryTypeAndEpilogue) {
     run_gemv_q8_case(GgmlType::Q4_K, 1, r37, 2560, 4, MatOut::Add, rng);
     run_gemv_q8_case(GgmlType::Q6_K, 3, qkv_small, 1024, 1, MatOut::Store, rng);
     run_gemv_q8_case(GgmlType::Q8_0, 1, r130, 1024, 2, MatOut::SwiGLU, rng);
+    // SwiGLU (gate and up rows in one batch) at layer-like widths: Q6_K 2,560 columns (a warp
+    // per row), Q4_K 9,728 columns (several batches per lane, several warps per row).
+    run_gemv_q8_case(GgmlType::Q6_K, 1, r130, 2560, 1, MatOut::SwiGLU, rng);
+    run_gemv_q8_case(GgmlType::Q4_K, 1, r37, 9728, 1, MatOut::SwiGLU, rng);
 }
 
 // ------------------------------------------------------------------------------- Q/K/V post + KV store
