@@ -274,7 +274,7 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
 template <GgmlType T, int NT, int R, int LPR, int U, bool SW>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Args a) {
     static_assert(LPR == WARP || R == 1, "several rows per lane only with a warp per row");
-    static_assert(!SW || R == 1, "SwiGLU: one row of each matrix per row group");
+    static_assert(!SW || (R == 1 && LPR < WARP), "fused SwiGLU batches: short rows only");
     constexpr int RPW = WARP / LPR;  // row groups per warp
     __shared__ float part[2][GEMV_Q8_WARPS][R][NT];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
@@ -298,6 +298,7 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
         seg_rows[i] = end - begin;
         lr[i] = r - begin;
     }
+    const bool swiglu = a.out_mode == static_cast<int>(MatOut::SwiGLU);
     const int64_t n_chunks = a.cols / 32;
     float acc[R][NT], acc2[1][NT];
 #pragma unroll
@@ -323,11 +324,19 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
             return static_cast<int>(left <= 0 ? 0 : std::min<int64_t>(U, (left + step - 1) / step));
         };
         const int64_t first = static_cast<int64_t>(kp) * LPR;  // the group's first lane's first unit
-        if constexpr (!SW) {
+        if (!swiglu) {
             for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
                 gemv_q8_batch<T, NT, U, R>(wr, c0 + sub, step, n_units, live_slots(c0), a, acc);
             }
-        } else {
+        } else if constexpr (!SW && R == 1) {
+            // gate, then up
+            const uint8_t* wr2[1] = {a.w2 + lr[0] * a.row_bytes};
+            for (int64_t c0 = first; c0 < n_units; c0 += U * step) {
+                const int live = live_slots(c0);
+                gemv_q8_batch<T, NT, U, 1>(wr, c0 + sub, step, n_units, live, a, acc);
+                gemv_q8_batch<T, NT, U, 1>(wr2, c0 + sub, step, n_units, live, a, acc2);
+            }
+        } else if constexpr (SW) {
             // The gate and up rows as the two rows of one batch: one activation load serves both
             // and both matrices' loads are in flight together.
             const uint8_t* wgu[2] = {wr[0], a.w2 + lr[0] * a.row_bytes};
@@ -348,7 +357,7 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
     for (int t = 0; t < NT; ++t) {
 #pragma unroll
         for (int i = 0; i < R; ++i) acc[i][t] = group_sum<LPR>(acc[i][t]);
-        if constexpr (SW) acc2[0][t] = group_sum<LPR>(acc2[0][t]);
+        if (swiglu) acc2[0][t] = group_sum<LPR>(acc2[0][t]);
     }
     if (LPR == WARP && ks > 1) {
         if (lane == 0) {
@@ -420,17 +429,17 @@ void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream
     const dim3 grid(static_cast<unsigned>((total_rows + rows_per_block - 1) / rows_per_block));
     auto go = [&](auto nt) {
         constexpr int NT = decltype(nt)::value;
-        // SwiGLU has its own instantiations: its batches hold two rows (gate and up), which
-        // needs more registers than the other products should pay for.
-        auto run = [&](auto sw) {
-            constexpr bool SW = decltype(sw)::value;
-            if (lpr == 8) kernel_gemv_q8<T, NT, 1, 8, GEMV_Q8_SHORT_U, SW><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
-            else if (lpr == 16) kernel_gemv_q8<T, NT, 1, 16, GEMV_Q8_SHORT_U, SW><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
-            else kernel_gemv_q8<T, NT, 1, WARP, 2, SW><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
-        };
-        if (a.out_mode == static_cast<int>(MatOut::SwiGLU)) run(std::true_type{});
+        // SwiGLU over short rows has its own instantiations (SW): a batch holds the gate and
+        // the up row, which needs more registers than the other products should pay for.
+        // Long rows run gate, then up, in the shared instantiation.
+        const bool sw = a.out_mode == static_cast<int>(MatOut::SwiGLU);
+        constexpr int SU = GEMV_Q8_SHORT_U;
+        if (lpr == 8 && sw) kernel_gemv_q8<T, NT, 1, 8, SU, true><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else if (lpr == 8) kernel_gemv_q8<T, NT, 1, 8, SU, false><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else if (lpr == 16 && sw) kernel_gemv_q8<T, NT, 1, 16, SU, true><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
+        else if (lpr == 16) kernel_gemv_q8<T, NT, 1, 16, SU, false><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
         else if (two_rows) kernel_gemv_q8<T, NT, 2, WARP, 2, false><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
-        else run(std::false_type{});
+        else kernel_gemv_q8<T, NT, 1, WARP, 2, false><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
     };
     switch (n_tok) {
         case 1: go(std::integral_constant<int, 1>{}); break;
