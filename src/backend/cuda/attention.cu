@@ -247,8 +247,17 @@ template <int I>
 __device__ __forceinline__ float i8_to_f32(uint32_t x) {
     return __uint_as_float(__byte_perm(x, 0x4B000000u, 0x7440 | I)) - 8388736.0f;
 }
+// The four int8 of word w (raw) into f[0..3].
+__device__ __forceinline__ void i8x4_to_f32(uint32_t w, float* f) {
+    const uint32_t x = w ^ 0x80808080u;
+    f[0] = i8_to_f32<0>(x);
+    f[1] = i8_to_f32<1>(x);
+    f[2] = i8_to_f32<2>(x);
+    f[3] = i8_to_f32<3>(x);
+}
 
-__host__ __device__ __forceinline__ int gs_pad4(int g) { return (g + 3) / 4 * 4; }
+// Query heads rounded up to 4 (the probabilities' row in shared memory, read as float4s).
+__host__ __device__ constexpr int gs_pad4(int g) { return (g + 3) / 4 * 4; }
 
 size_t attention_decode_gs_smem_bytes(int warps, int group, int head_dim) {
     const size_t chunk = static_cast<size_t>(warps) * WARP, hd = static_cast<size_t>(head_dim);
@@ -258,7 +267,7 @@ size_t attention_decode_gs_smem_bytes(int warps, int group, int head_dim) {
 template <int G, int DPL>
 __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     kernel_attention_decode_gs(AttentionParams p, int n_split, int min_keys) {
-    constexpr int HD = DPL * WARP, RS = HD + 16, GP = (G + 3) / 4 * 4, UNITS = HD / 16;
+    constexpr int HD = DPL * WARP, RS = HD + 16, GP = gs_pad4(G), UNITS = HD / 16;
     extern __shared__ __align__(16) uint8_t smem[];
     const int n_warps = blockDim.x / WARP, chunk = n_warps * WARP;
     int8_t* ks = reinterpret_cast<int8_t*>(smem);         // [chunk][RS]
@@ -322,16 +331,11 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
 #pragma unroll
                 for (int c = 0; c < UNITS; ++c) {
                     const uint4 kv = *reinterpret_cast<const uint4*>(kr + c * 16);
-                    const uint32_t w[4] = {kv.x ^ 0x80808080u, kv.y ^ 0x80808080u, kv.z ^ 0x80808080u,
-                                           kv.w ^ 0x80808080u};
                     float kf[16];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        kf[4 * e] = i8_to_f32<0>(w[e]);
-                        kf[4 * e + 1] = i8_to_f32<1>(w[e]);
-                        kf[4 * e + 2] = i8_to_f32<2>(w[e]);
-                        kf[4 * e + 3] = i8_to_f32<3>(w[e]);
-                    }
+                    i8x4_to_f32(kv.x, kf);
+                    i8x4_to_f32(kv.y, kf + 4);
+                    i8x4_to_f32(kv.z, kf + 8);
+                    i8x4_to_f32(kv.w, kf + 12);
 #pragma unroll
                     for (int g = 0; g < G; ++g) {
                         float& d = (c & 1) ? d1[g] : d0[g];
@@ -379,11 +383,7 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
             } else {
 #pragma unroll
                 for (int wd = 0; wd < DPL / 4; ++wd) {
-                    const uint32_t x = reinterpret_cast<const uint32_t*>(vbase + jj * RS)[wd] ^ 0x80808080u;
-                    vf[4 * wd] = i8_to_f32<0>(x);
-                    vf[4 * wd + 1] = i8_to_f32<1>(x);
-                    vf[4 * wd + 2] = i8_to_f32<2>(x);
-                    vf[4 * wd + 3] = i8_to_f32<3>(x);
+                    i8x4_to_f32(reinterpret_cast<const uint32_t*>(vbase + jj * RS)[wd], vf + 4 * wd);
                 }
             }
             float pj[GP];
@@ -495,10 +495,13 @@ bool decode_gs_supported(int group, int head_dim) {
     return g_ok && (head_dim == 64 || head_dim == 128 || head_dim == 256);
 }
 
-bool use_decode_gs(const AttentionParams& p) {
-    return p.n_tok == 1 && p.kv_type == KvType::Int8 && g_attn_kernel == AttnKernel::Auto &&
-           decode_gs_supported(p.n_head / p.n_head_kv, p.head_dim);
+bool use_decode_gs(int n_tok, KvType kv, int group, int head_dim) {
+    return n_tok == 1 && kv == KvType::Int8 && g_attn_kernel == AttnKernel::Auto &&
+           decode_gs_supported(group, head_dim);
 }
+
+// Fewest keys per split of the kernel that runs: a chunk of the group-shared kernel, else a tile.
+int split_min_keys(bool gs) { return gs ? g_decode_warps * WARP : ATTN_MIN_SPLIT_KEYS; }
 
 template <int G>
 void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, void* stream) {
@@ -553,13 +556,7 @@ void set_attention_decode_warps(int warps) {
 }
 
 int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim) {
-    AttentionParams p;
-    p.n_tok = 1;
-    p.kv_type = kv;
-    p.n_head = n_head;
-    p.n_head_kv = n_head_kv;
-    p.head_dim = head_dim;
-    return use_decode_gs(p) ? g_decode_warps * WARP : ATTN_MIN_SPLIT_KEYS;
+    return split_min_keys(use_decode_gs(1, kv, n_head / n_head_kv, head_dim));
 }
 
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split) {
@@ -574,8 +571,8 @@ void launch_attention(const AttentionParams& p, void* stream) {
     // Splits in the grid: graph mode (pos0 only known on the device) sizes the grid for
     // max_split and the kernels skip what the position does not need; otherwise the plan is
     // made here.
-    const bool gs = use_decode_gs(p);
-    const int min_keys = gs ? g_decode_warps * WARP : ATTN_MIN_SPLIT_KEYS;
+    const bool gs = use_decode_gs(p.n_tok, p.kv_type, group, p.head_dim);
+    const int min_keys = split_min_keys(gs);
     int n_split = 1;
     const bool can_split = p.n_tok == 1 && p.max_split > 1 && p.work != nullptr;
     JLLM_ASSERT(p.max_split <= ATTN_MAX_SPLIT_GRID);
