@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -42,6 +43,19 @@ namespace jllm {
 namespace {
 
 using cuda::MatOut;
+
+// The value of measurement knob `name` (an environment variable), or nullptr when it is unset or
+// empty; a value outside `allowed` is an error.
+const char* env_knob(const char* name, std::initializer_list<const char*> allowed) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || v[0] == '\0') return nullptr;
+    std::string list;
+    for (const char* a : allowed) {
+        if (std::strcmp(v, a) == 0) return v;
+        list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    throw JllmError(strfmt("%s: '%s' is not one of %s", name, v, list.c_str()));
+}
 
 constexpr int LOGIT_ROWS = 32;  // logits computed per pass in LogitsMode::All
 
@@ -80,19 +94,13 @@ public:
         prof_on_ = prof != nullptr && std::strcmp(prof, "0") != 0 && prof[0] != '\0';
         // JLLM_CUDA_ATTN_KERNEL=simt: the fp32 SIMT attention kernels only (no tensor-core
         // prefill, no INT8 decode kernel), for comparisons.
-        if (const char* ak = std::getenv("JLLM_CUDA_ATTN_KERNEL"); ak != nullptr && ak[0] != '\0') {
-            if (std::strcmp(ak, "simt") == 0) cuda::set_attention_kernel(cuda::AttnKernel::Simt);
-            else if (std::strcmp(ak, "auto") == 0) cuda::set_attention_kernel(cuda::AttnKernel::Auto);
-            else throw JllmError(strfmt("JLLM_CUDA_ATTN_KERNEL: '%s' is not auto or simt", ak));
+        if (const char* ak = env_knob("JLLM_CUDA_ATTN_KERNEL", {"auto", "simt"})) {
+            cuda::set_attention_kernel(std::strcmp(ak, "simt") == 0 ? cuda::AttnKernel::Simt : cuda::AttnKernel::Auto);
         }
         // JLLM_CUDA_ATTN_WARPS=1|2|4: warps per block (and 32 x warps keys per chunk and at least
         // per split) of the INT8 decode-attention kernel, for the depth benchmark.
-        if (const char* aw = std::getenv("JLLM_CUDA_ATTN_WARPS"); aw != nullptr && aw[0] != '\0') {
-            const std::string w(aw);
-            if (w != "1" && w != "2" && w != "4") {
-                throw JllmError(strfmt("JLLM_CUDA_ATTN_WARPS: '%s' is not 1, 2 or 4", aw));
-            }
-            cuda::set_attention_decode_warps(std::stoi(w));
+        if (const char* aw = env_knob("JLLM_CUDA_ATTN_WARPS", {"1", "2", "4"})) {
+            cuda::set_attention_decode_warps(std::atoi(aw));
         }
         if (c_.head_dim % 32 != 0 || c_.head_dim > 256) {
             throw JllmError(strfmt("cuda: head_dim %lld is not supported (a multiple of 32, at most 256)",

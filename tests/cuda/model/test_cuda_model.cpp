@@ -446,6 +446,24 @@ private:
     std::vector<std::vector<Half>> ks_, vs_;    // [n_ctx][n_head_kv]
 };
 
+// Measurement knobs: a value outside the allowed ones stops the backend with an error that names
+// the knob (and leaves the knob's setting as it was).
+TEST(CudaModelKnobs, BadKnobValueIsAnError) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 17);
+    for (const char* knob : {"JLLM_CUDA_ATTN_KERNEL", "JLLM_CUDA_ATTN_WARPS"}) {
+        SCOPED_TRACE(knob);
+        ASSERT_EQ(::setenv(knob, "3x", 1), 0);
+        try {
+            (void)create_cuda_backend(m->config);
+            ADD_FAILURE() << "accepted '3x'";
+        } catch (const JllmError& e) {
+            EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
+        }
+        ::unsetenv(knob);
+    }
+}
+
 TEST(CudaModelTwins, TwinSequenceMatchesCpuBackend) {
     for (const char* arch : {"llama", "qwen2", "qwen3"}) {
       for (bool f16w : {false, true}) {
