@@ -389,25 +389,33 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         store_kv(il, n_tokens, pos0);
         attention(il, n_tokens, pos0);
         tap("attn", il, att_.data(), n_tokens, Q);
-        matmul(L.wo, att_.data(), n_tokens, h_.data());
-        for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];
-        tap("attn_res", il, x_.data(), n_tokens, E);
+        // Past its attention (which stored this layer's K/V for every token) the last layer's
+        // output is read only by the logits: it runs for the rows whose logits are wanted (the
+        // last for LogitsMode::Last, none for None), unless a tap watches every row.
+        const int r0 = il + 1 < c_.n_layer || tap_ || mode == LogitsMode::All
+                           ? 0
+                           : (mode == LogitsMode::Last ? n_tokens - 1 : n_tokens);
+        const int nr = n_tokens - r0;
+        if (nr == 0) break;
+        float* x = x_.data() + r0 * E;
+        matmul(L.wo, att_.data() + r0 * Q, nr, h_.data());
+        for (int64_t i = 0; i < static_cast<int64_t>(nr) * E; ++i) x[i] += h_[i];
+        tap("attn_res", il, x, nr, E);
 
         const float* fn = reinterpret_cast<const float*>(L.ffn_norm.data);
-        for_tokens(n_tokens, [&](int t) { rmsnorm_row(x_.data() + t * E, fn, h_.data() + t * E, E, c_.rms_eps); });
+        for_tokens(nr, [&](int t) { rmsnorm_row(x + t * E, fn, h_.data() + t * E, E, c_.rms_eps); });
         const MatmulWeight gu[2] = {as_matmul(L.w_gate), as_matmul(L.w_up)};
         float* const gys[2] = {g_.data(), u_.data()};
-        matmul_multi_cpu(pool_, gu, 2, h_.data(), n_tokens, gys, align64(mm_scratch_.data()),
-                         mm_scratch_.size() - 64);
-        for_tokens(n_tokens, [&](int t) {
+        matmul_multi_cpu(pool_, gu, 2, h_.data(), nr, gys, align64(mm_scratch_.data()), mm_scratch_.size() - 64);
+        for_tokens(nr, [&](int t) {
             for (int64_t i = t * F; i < (t + 1) * F; ++i) {
                 const float g = g_[i];
                 g_[i] = g / (1.0f + std::exp(-g)) * u_[i];
             }
         });
-        matmul(L.w_down, g_.data(), n_tokens, h_.data());
-        for (int64_t i = 0; i < static_cast<int64_t>(n_tokens) * E; ++i) x_[i] += h_[i];
-        tap("out", il, x_.data(), n_tokens, E);
+        matmul(L.w_down, g_.data(), nr, h_.data());
+        for (int64_t i = 0; i < static_cast<int64_t>(nr) * E; ++i) x[i] += h_[i];
+        tap("out", il, x, nr, E);
     }
 
     if (mode == LogitsMode::None) return;

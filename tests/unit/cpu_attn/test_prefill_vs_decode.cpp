@@ -2,7 +2,9 @@
 // a batched prefill (tiles of 8 tokens x the KV head's query heads) against the same tokens fed
 // one at a time (tiles of one token), on a synthetic Qwen3 shape with GQA,
 // INT8 and FP16 KV. Every query is computed in the same order in either case, so the logits are
-// bit-identical — what makes temperature-0 output independent of prefix reuse.
+// bit-identical — what makes temperature-0 output independent of prefix reuse. The last layer
+// runs past its attention only for the rows whose logits are asked for (LogitsMode::Last: the
+// last; None: none); logits and the cache it leaves are those of the full computation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,4 +60,39 @@ TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
         // Identical arithmetic per query and per row: the logits must agree bit for bit.
         EXPECT_EQ(se, 0.0) << (kv == KvType::Int8 ? "int8" : "fp16") << " relative RMS " << rel;
     }
+}
+
+TEST(CpuAttention, LastLayerRowsOnlyForRequestedLogits) {
+    const std::string path = std::string(JLLM_BINARY_DIR) + "/attn_tiny_qwen3_q8_0_last.gguf";
+    SynthOptions opt;
+    opt.preset = "tiny-qwen3";
+    opt.recipe = QuantRecipe::Q8_0;
+    opt.seed = 11;
+    opt.tokenizer_dir = test::shared_dir() + "/testdata/tokenizers";
+    write_synth_model(opt, path, 2);
+    auto f = GgufFile::open(path);
+    const ModelConfig c = load_model_config(*f);
+    const ModelWeights w = bind_model_weights(*f, c);
+    const int n = 37;
+    std::vector<int32_t> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = (i * 104729 + 5) % 150000;
+    const size_t V = static_cast<size_t>(c.n_vocab);
+    auto a = create_cpu_backend(c, 2);
+    a->bind_weights(w, WeightPlacement::Auto);
+    a->allocate(64, 64, KvType::Int8);
+    std::vector<float> all(n * V);
+    a->forward(ids.data(), n, 0, LogitsMode::All, all.data());
+    // The same tokens as a batch without logits, then one with the last logits only; then a
+    // decode step on the cache they left, against the same step after the All pass.
+    auto b = create_cpu_backend(c, 2);
+    b->bind_weights(w, WeightPlacement::Auto);
+    b->allocate(64, 64, KvType::Int8);
+    std::vector<float> last(V), next_a(V), next_b(V);
+    b->forward(ids.data(), 20, 0, LogitsMode::None, nullptr);
+    b->forward(ids.data() + 20, n - 20, 20, LogitsMode::Last, last.data());
+    for (size_t v = 0; v < V; ++v) ASSERT_EQ(last[v], all[(n - 1) * V + v]) << "logit " << v;
+    const int32_t t = 4242;
+    a->forward(&t, 1, n, LogitsMode::Last, next_a.data());
+    b->forward(&t, 1, n, LogitsMode::Last, next_b.data());
+    for (size_t v = 0; v < V; ++v) ASSERT_EQ(next_b[v], next_a[v]) << "logit " << v;
 }
