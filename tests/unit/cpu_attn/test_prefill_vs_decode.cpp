@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,17 +21,36 @@
 
 using namespace jllm;
 
-TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
-    const std::string path = std::string(JLLM_BINARY_DIR) + "/attn_tiny_qwen3_q8_0.gguf";
+namespace {
+
+// A synthetic tiny Qwen3 (Q8_0, GQA) written to the build folder as `name`, bound.
+struct TinyQwen3 {
+    std::unique_ptr<GgufFile> f;  // outlives the weights bound to it
+    ModelConfig c;
+    ModelWeights w;
+};
+
+TinyQwen3 tiny_qwen3(const std::string& name, uint64_t seed) {
+    const std::string path = std::string(JLLM_BINARY_DIR) + "/" + name;
     SynthOptions opt;
     opt.preset = "tiny-qwen3";
     opt.recipe = QuantRecipe::Q8_0;
-    opt.seed = 7;
+    opt.seed = seed;
     opt.tokenizer_dir = test::shared_dir() + "/testdata/tokenizers";
     write_synth_model(opt, path, 2);
-    auto f = GgufFile::open(path);
-    const ModelConfig c = load_model_config(*f);
-    const ModelWeights w = bind_model_weights(*f, c);
+    TinyQwen3 m;
+    m.f = GgufFile::open(path);
+    m.c = load_model_config(*m.f);
+    m.w = bind_model_weights(*m.f, m.c);
+    return m;
+}
+
+}  // namespace
+
+TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
+    const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q8_0.gguf", 7);
+    const ModelConfig& c = m.c;
+    const ModelWeights& w = m.w;
     const int n = 45;  // several tiles and a partial one
     std::vector<int32_t> ids(n);
     for (int i = 0; i < n; ++i) ids[i] = (i * 7919 + 13) % 150000;
@@ -63,16 +83,9 @@ TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
 }
 
 TEST(CpuAttention, LastLayerRowsOnlyForRequestedLogits) {
-    const std::string path = std::string(JLLM_BINARY_DIR) + "/attn_tiny_qwen3_q8_0_last.gguf";
-    SynthOptions opt;
-    opt.preset = "tiny-qwen3";
-    opt.recipe = QuantRecipe::Q8_0;
-    opt.seed = 11;
-    opt.tokenizer_dir = test::shared_dir() + "/testdata/tokenizers";
-    write_synth_model(opt, path, 2);
-    auto f = GgufFile::open(path);
-    const ModelConfig c = load_model_config(*f);
-    const ModelWeights w = bind_model_weights(*f, c);
+    const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q8_0_last.gguf", 11);
+    const ModelConfig& c = m.c;
+    const ModelWeights& w = m.w;
     const int n = 37;
     std::vector<int32_t> ids(n);
     for (int i = 0; i < n; ++i) ids[i] = (i * 104729 + 5) % 150000;
