@@ -54,7 +54,7 @@ constexpr int MAX_CALLS_PER_SAMPLE = 256;  // stream launches: stay well inside 
 constexpr int MIN_CALLS_PER_SAMPLE = 8;
 constexpr int MAX_BENCH_TOKENS = 4096;
 // The engine's split-K buffer for qwen3-4b (widest non-FFN product 4,096 rows) at n_batch 512:
-// max(gemm_work_floats(64, 4096), 2 x 512 x 4096) floats (cuda_backend.cu, allocate).
+// gemm_work_floats_for_batch(512, 4096) floats (as cuda_backend.cu allocates it).
 constexpr int64_t ENGINE_WORK_ROWS = 4096;
 constexpr int ENGINE_BATCH = 512;
 
@@ -298,8 +298,7 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     // Beyond GEMV_MAX_TOKENS: the prefill GEMM with the engine's split-K buffer.
     const bool q8 = cuda::gemv_q8_type_supported(type);
     DevBuf xq(cuda::act_q8_bytes(std::min(max_tok, cuda::GEMV_MAX_TOKENS), shape.cols));
-    const size_t work_floats = std::max(cuda::gemm_work_floats(64, ENGINE_WORK_ROWS),
-                                        static_cast<size_t>(2) * ENGINE_BATCH * ENGINE_WORK_ROWS);
+    const size_t work_floats = cuda::gemm_work_floats_for_batch(ENGINE_BATCH, ENGINE_WORK_ROWS);
     DevBuf work(max_tok > cuda::GEMV_MAX_TOKENS ? work_floats * sizeof(float) : 1);
     auto call = [&](int k, int n_tok) {  // the k-th call of the rotation
         const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;

@@ -442,13 +442,10 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     const bool mixed_ffn = std::any_of(layers_.begin(), layers_.end(),
                                        [](const DevLayer& l) { return l.w_gate.type != l.w_up.type; });
     if (mixed_ffn) u_ = fbuf(B * c_.n_ff);
-    // Split-K work for the non-SwiGLU products (rows up to max(q_dim, n_embd, kv_dim)): up to
-    // GEMM_MAX_SPLIT parts for batches of up to 64 tokens, two parts for full batches (launch_gemm
-    // lowers the split to what fits).
+    // Split-K work for the non-SwiGLU products (rows up to max(q_dim, n_embd, kv_dim)).
     if (n_batch_ > cuda::GEMV_MAX_TOKENS) {
         const int64_t wrows = std::max({c_.q_dim(), c_.n_embd, c_.kv_dim()});
-        gemm_work_floats_ = std::max(cuda::gemm_work_floats(std::min(n_batch_, 64), wrows),
-                                     static_cast<size_t>(2) * B * static_cast<size_t>(wrows));
+        gemm_work_floats_ = cuda::gemm_work_floats_for_batch(n_batch_, wrows);
         gemm_work_ = fbuf(gemm_work_floats_);
     }
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);

@@ -54,6 +54,10 @@ void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int
 // by a second kernel (deterministic), which also applies the SwiGLU.
 constexpr int GEMM_MAX_SPLIT = 8;
 size_t gemm_work_floats(int n_tok, int64_t rows);
+// The split-K work kept for batches of up to n_batch tokens over products of up to `rows` rows:
+// GEMM_MAX_SPLIT parts for up to 64 tokens, two parts for a full batch (launch_gemm lowers the
+// split to what fits).
+size_t gemm_work_floats_for_batch(int n_batch, int64_t rows);
 void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
 // Picks GEMV or GEMM by n_tok.

@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
 
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * 32;
-    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * (swiglu ? MMA_BM / 2 : MMA_BM);
+    const int64_t rows_here = swiglu ? MMA_BM / 2 : MMA_BM;  // weight rows per block
+    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_here;
     const int t0 = blockIdx.y * BN;
     const int64_t n_chunks = cols / 32;
 
@@ -113,7 +114,6 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     const int slot_units = geo.slot / 16;
     const uintptr_t w_end = reinterpret_cast<uintptr_t>(w + rows * geo.row_bytes);
     const uintptr_t w2_end = swiglu ? reinterpret_cast<uintptr_t>(w2 + rows * geo.row_bytes) : w_end;
-    const int64_t rows_here = swiglu ? MMA_BM / 2 : MMA_BM;
     const bool tail_block = r0 + rows_here >= rows && (w_end % 16 != 0 || w2_end % 16 != 0);  // block-uniform
     auto issue = [&](int64_t g, int st) {
         const size_t gb0 = static_cast<size_t>(g) * geo.group_bytes;
@@ -317,6 +317,11 @@ size_t gemm_work_floats(int n_tok, int64_t rows) {
     return static_cast<size_t>(GEMM_MAX_SPLIT) * static_cast<size_t>(n_tok) * static_cast<size_t>(rows);
 }
 
+size_t gemm_work_floats_for_batch(int n_batch, int64_t rows) {
+    return std::max(gemm_work_floats(std::min(n_batch, 64), rows),
+                    static_cast<size_t>(2) * static_cast<size_t>(n_batch) * static_cast<size_t>(rows));
+}
+
 void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1);
@@ -364,16 +369,16 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
-    if (split > 1 && out == MatOut::SwiGLU) {
+    if (split > 1) {
         const int64_t n = static_cast<int64_t>(n_tok) * rows;
-        kernel_splitk_reduce_swiglu<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
-            work, split, n_tok, rows, y);
-        JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce_swiglu");
-    } else if (split > 1) {
-        const int64_t n = static_cast<int64_t>(n_tok) * rows;
-        kernel_splitk_reduce<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
-            work, split, n, y, out == MatOut::Add ? 1 : 0);
-        JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+        const unsigned rgrid = static_cast<unsigned>((n + 255) / 256);
+        if (out == MatOut::SwiGLU) {
+            kernel_splitk_reduce_swiglu<<<rgrid, 256, 0, as_stream(stream)>>>(work, split, n_tok, rows, y);
+            JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce_swiglu");
+        } else {
+            kernel_splitk_reduce<<<rgrid, 256, 0, as_stream(stream)>>>(work, split, n, y, out == MatOut::Add ? 1 : 0);
+            JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+        }
     }
 }
 
