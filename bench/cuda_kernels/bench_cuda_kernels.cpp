@@ -17,7 +17,7 @@
 // the engine's prefill) and add TFLOPS (2 x rows x cols x n_tok per matrix / time); their check
 // is against gemm_f16_ref.
 //   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4[,33,512]]
-//                      [--quick] [--launch graph|stream] [--json FILE]
+//                      [--quick] [--launch graph|stream] [--rows-layout] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -258,6 +258,7 @@ struct Options {
     std::vector<int> ntoks{1};
     uint64_t seed = 42;
     bool graph = true;  // time the calls as a CUDA graph (the engine's decode path) or as stream launches
+    bool rows_layout = false;  // Q4_K/Q6_K in the file's rows (mapped weights) instead of tiles (copied weights)
 };
 
 // Times launch_matmul on `shape` for every n_tok of opt.ntoks; appends one result per n_tok.
@@ -278,6 +279,15 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     const int max_tok = *std::max_element(opt.ntoks.begin(), opt.ntoks.end());
 
     const std::vector<uint8_t> host_w = random_matrix(type, shape.rows, shape.cols, opt.seed);
+    // The engine's device layout for copied weights (tiles where they fit) unless --rows-layout.
+    const cuda::WeightFormat fmt(type, !opt.rows_layout && cuda::tiles_fit(type, shape.rows, shape.cols)
+                                           ? cuda::WeightLayout::Tiles
+                                           : cuda::WeightLayout::Rows);
+    std::vector<uint8_t> tiled_w;
+    if (fmt.tiled()) {
+        tiled_w.resize(host_w.size());
+        cuda::to_tiles(type, host_w.data(), tiled_w.data(), shape.rows, shape.cols);
+    }
     std::vector<float> host_x(static_cast<size_t>(max_tok * shape.cols));
     SplitMix rng{opt.seed ^ 0x5EEDull};
     for (float& v : host_x) v = 2.0f * rng.uniform() - 1.0f;
@@ -286,7 +296,7 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     DevBuf x(host_x.size() * sizeof(float));
     DevBuf y(static_cast<size_t>(max_tok * shape.rows) * sizeof(float));
     // upload() runs on the legacy stream, which a non-blocking stream does not wait for.
-    cuda::upload(w.p, host_w.data(), mat_bytes);
+    cuda::upload(w.p, fmt.tiled() ? tiled_w.data() : host_w.data(), mat_bytes);
     cuda::upload(x.p, host_x.data(), host_x.size() * sizeof(float));
     cuda::synchronize();
     for (size_t c = 1; c < copies; ++c) cuda::memcpy_d2d(w.bytes() + c * stride, w.p, mat_bytes, stream.get());
@@ -304,13 +314,13 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;
         const uint8_t* w2 = shape.swiglu ? w1 + stride : nullptr;
         if (n_tok > cuda::GEMV_MAX_TOKENS) {
-            cuda::launch_gemm(type, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
+            cuda::launch_gemm(fmt, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
                               static_cast<float*>(y.p), mode, stream.get(), static_cast<float*>(work.p), work_floats);
         } else if (q8) {
-            cuda::launch_gemv_q8(type, w1, w2, shape.rows, shape.cols, xq.p, n_tok, static_cast<float*>(y.p), mode,
+            cuda::launch_gemv_q8(fmt, w1, w2, shape.rows, shape.cols, xq.p, n_tok, static_cast<float*>(y.p), mode,
                                  stream.get());
         } else {
-            cuda::launch_matmul(type, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
+            cuda::launch_matmul(fmt, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p), n_tok,
                                 static_cast<float*>(y.p), mode, stream.get());
         }
     };
@@ -462,6 +472,7 @@ int main(int argc, char** argv) {
     std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", json_path;
     bool quick = false, no_large = false, no_model = false;
     std::string launch = "graph";
+    bool rows_layout = false;
     uint64_t seed = 42;
     app.add_option("--copy-gib", copy_gib, "device-to-device copy buffer size in GiB")->capture_default_str();
     app.add_option("--copy-reps", copy_reps, "timed copies (the best is reported)")->capture_default_str();
@@ -476,6 +487,8 @@ int main(int argc, char** argv) {
                                        "decode step) or stream (back-to-back launches behind the gate)")
         ->check(CLI::IsMember({"graph", "stream"}))
         ->capture_default_str();
+    app.add_flag("--rows-layout", rows_layout, "Q4_K and Q6_K matrices in the file's row layout (the engine's mapped "
+                                               "weights) instead of the tiled layout of its copied weights");
     app.add_flag("--no-large", no_large, "skip the large-matrix cases");
     app.add_flag("--no-model", no_model, "skip the qwen3-4b shapes");
     app.add_flag("--quick", quick, "1 GiB copy, 5 copies, 10 samples per case");
@@ -498,6 +511,7 @@ int main(int argc, char** argv) {
         opt.ntoks = parse_int_list(ntok_s, "--ntok");
         opt.seed = seed;
         opt.graph = launch == "graph";
+        opt.rows_layout = rows_layout;
         const std::vector<GgmlType> types = parse_types(types_s);
         if (cuda::device_count() == 0) {
             throw jllm::JllmError("no CUDA device found (cudaGetDeviceCount reports none or no driver is loaded); "
@@ -547,6 +561,9 @@ int main(int argc, char** argv) {
                     dev.total_bytes / 1073741824.0, cuda::cuda_version_string(dev.driver_version).c_str(),
                     cuda::cuda_version_string(dev.runtime_version).c_str());
         std::printf("- command: `%s`\n", command.c_str());
+        std::printf("- Q4_K/Q6_K weights: %s\n", rows_layout
+                                                          ? "the file's rows (--rows-layout; the engine's mapped weights)"
+                                                          : "the tiled layout (the engine's copied weights)");
         std::printf("- device copy (cudaMemcpy D2D, %.2f GiB, read + write): **%.1f GB/s** best of %d (median %.1f)\n",
                     copy.bytes / 1073741824.0, copy.best_gbps, copy_reps, copy.median_gbps);
         std::printf("- GEMV: cuda::launch_gemv_q8 (8-bit activations; launch_matmul for unquantized types), median of %d samples of back-to-back calls (%s); each matrix rotates over "

@@ -27,6 +27,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/cpu/rope.h"
@@ -43,6 +44,7 @@ namespace jllm {
 namespace {
 
 using cuda::MatOut;
+using cuda::WeightLayout;
 
 // The value of measurement knob `name` (an environment variable), or nullptr when it is unset or
 // empty; a value outside `allowed` is an error.
@@ -66,12 +68,16 @@ struct DevWeight {
     const uint8_t* data = nullptr;  // device (or mapped) pointer, null if absent
     GgmlType type = GgmlType::F32;
     int64_t cols = 0, rows = 0;
+    WeightLayout layout = WeightLayout::Rows;  // of the device bytes (copied Q4_K/Q6_K matrices: tiles)
     const uint8_t* host = nullptr;  // the mapped file's bytes (host fallbacks)
     const float* f32() const { return reinterpret_cast<const float*>(data); }
+    cuda::WeightFormat fmt() const { return {type, layout}; }
 };
 
 struct DevLayer {
     DevWeight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
+    // Gate and up in one SwiGLU product (same type and layout); else two products and launch_swiglu.
+    bool ffn_fused() const { return w_gate.type == w_up.type && w_gate.layout == w_up.layout; }
 };
 
 struct DevKv {
@@ -154,7 +160,7 @@ private:
     }
     void tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width);
     void matmul(const DevWeight& w, const float* x, int n_tok, float* y, MatOut out, const DevWeight* w2 = nullptr) {
-        cuda::launch_matmul(w.type, w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_,
+        cuda::launch_matmul(w.fmt(), w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_,
                             gemm_work_, gemm_work_floats_);
     }
     // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
@@ -208,6 +214,10 @@ private:
     float* gemm_work_ = nullptr;  // split-K partial sums of prefill GEMMs with small grids
     size_t gemm_work_floats_ = 0;
     bool use_q8_ = false;  // every matrix has a dp4a GEMV
+    // The dp4a GEMV of one matrix (Store or Add) on the 8-bit activations in xq_.
+    void gemv_q8(const DevWeight& w, int n_tok, float* y, MatOut out) {
+        cuda::launch_gemv_q8(w.fmt(), w.data, nullptr, w.rows, w.cols, xq_, n_tok, y, out, stream_);
+    }
     int64_t scratch_bytes_ = 0;
 
     // CUDA-graph replay of the single-token decode step: token and position live in step_dev_
@@ -301,6 +311,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
 
     mapped_ = placement == WeightPlacement::Mapped || (placement == WeightPlacement::Auto && prop_.integrated);
     std::unordered_map<const uint8_t*, const uint8_t*> dev;  // host bytes -> device bytes
+    std::unordered_set<const uint8_t*> tiled;  // host bytes whose device copy is in tiles
     if (mapped_) {
         uintptr_t lo = UINTPTR_MAX, hi = 0;
         for (const WeightTensor* w : all) {
@@ -353,12 +364,20 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         }
         uint8_t* buf = static_cast<uint8_t*>(alloc(total));
         size_t off = 0;
+        std::vector<uint8_t> tiles;  // a matrix in the tiled layout, on its way to the device
         for (auto& kv : dev) {
             // find the size of this tensor (first tensor with this data pointer)
             const WeightTensor* w = *std::find_if(all.begin(), all.end(), [&](const WeightTensor* t) {
                 return t->data == kv.first;
             });
-            JLLM_CUDA_CHECK(cudaMemcpy(buf + off, w->data, w->nbytes, cudaMemcpyHostToDevice));
+            const uint8_t* src = w->data;
+            if (cuda::tiles_fit(w->type, w->rows, w->cols)) {
+                tiles.resize(w->nbytes);
+                cuda::to_tiles(w->type, w->data, tiles.data(), w->rows, w->cols);
+                src = tiles.data();
+                tiled.insert(w->data);
+            }
+            JLLM_CUDA_CHECK(cudaMemcpy(buf + off, src, w->nbytes, cudaMemcpyHostToDevice));
             kv.second = buf + off;
             off += align256(w->nbytes);
         }
@@ -372,6 +391,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         d.cols = w.cols;
         d.rows = w.rows;
         d.host = w.data;
+        if (tiled.count(w.data) != 0) d.layout = WeightLayout::Tiles;
         return d;
     };
     token_embd_ = bind(weights.token_embd);
@@ -440,7 +460,7 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     att_ = fbuf(B * c_.q_dim());
     g_ = fbuf(B * c_.n_ff);
     const bool mixed_ffn = std::any_of(layers_.begin(), layers_.end(),
-                                       [](const DevLayer& l) { return l.w_gate.type != l.w_up.type; });
+                                       [](const DevLayer& l) { return !l.ffn_fused(); });
     if (mixed_ffn) u_ = fbuf(B * c_.n_ff);
     // Split-K work for the non-SwiGLU products (rows up to max(q_dim, n_embd, kv_dim)).
     if (n_batch_ > cuda::GEMV_MAX_TOKENS) {
@@ -501,7 +521,7 @@ void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_toke
 void CudaBackend::embed(const int32_t* tokens, const int32_t* tokens_dev, int n_tokens) {
     const int64_t E = c_.n_embd;
     if (embd_host_.empty()) {
-        cuda::launch_embed(token_embd_.type, token_embd_.data, token_embd_.rows, E, tokens_dev, n_tokens, x_, stream_);
+        cuda::launch_embed(token_embd_.fmt(), token_embd_.data, token_embd_.rows, E, tokens_dev, n_tokens, x_, stream_);
         return;
     }
     // Host fallback for a type without an embedding kernel: dequantize the rows on the host.
@@ -525,12 +545,15 @@ void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, i
 }
 
 void CudaBackend::qkv_q8(const DevLayer& L, int n) {
-    // Consecutive projections of one type share a launch (all three in Q4_K_M's Q4_K layers).
+    // Consecutive projections of one type and layout share a launch (all three in Q4_K_M's Q4_K
+    // layers; tiled Q6_K matrices take one launch each).
     const DevWeight* ws[3] = {&L.wq, &L.wk, &L.wv};
     float* ys[3] = {q_, k_, v_};
     for (int i = 0; i < 3;) {
         int j = i + 1;
-        while (j < 3 && ws[j]->type == ws[i]->type && ws[j]->cols == ws[i]->cols) ++j;
+        while (j < 3 && ws[j]->type == ws[i]->type && ws[j]->layout == ws[i]->layout && ws[j]->cols == ws[i]->cols) {
+            ++j;
+        }
         const void* w[3] = {};
         int64_t rows[3] = {};
         float* y[3] = {};
@@ -539,7 +562,7 @@ void CudaBackend::qkv_q8(const DevLayer& L, int n) {
             rows[k - i] = ws[k]->rows;
             y[k - i] = ys[k];
         }
-        cuda::launch_gemv_q8_multi(ws[i]->type, j - i, w, rows, y, ws[i]->cols, xq_, n, stream_);
+        cuda::launch_gemv_q8_multi(ws[i]->fmt(), j - i, w, rows, y, ws[i]->cols, xq_, n, stream_);
         i = j;
     }
 }
@@ -613,30 +636,26 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
     tap("attn", il, att_, n_tokens, Q);
 
     if (q8) {
-        cuda::launch_gemv_q8(L.wo.type, L.wo.data, nullptr, L.wo.rows, L.wo.cols, xq_, n_tokens, x_, MatOut::Add,
-                             stream_);
+        gemv_q8(L.wo, n_tokens, x_, MatOut::Add);
     } else {
         matmul(L.wo, att_, n_tokens, x_, MatOut::Add);
     }
     prof("wo");
     tap("attn_res", il, x_, n_tokens, E);
-    const bool fused_ffn = L.w_gate.type == L.w_up.type;
+    const bool fused_ffn = L.ffn_fused();
     if (q8) {
         cuda::launch_rmsnorm_q8(x_, L.ffn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
         if (fused_ffn) {
-            cuda::launch_gemv_q8(L.w_gate.type, L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n_tokens, g_,
+            cuda::launch_gemv_q8(L.w_gate.fmt(), L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n_tokens, g_,
                                  MatOut::SwiGLU, stream_);
         } else {
-            cuda::launch_gemv_q8(L.w_gate.type, L.w_gate.data, nullptr, L.w_gate.rows, E, xq_, n_tokens, g_,
-                                 MatOut::Store, stream_);
-            cuda::launch_gemv_q8(L.w_up.type, L.w_up.data, nullptr, L.w_up.rows, E, xq_, n_tokens, u_, MatOut::Store,
-                                 stream_);
+            gemv_q8(L.w_gate, n_tokens, g_, MatOut::Store);
+            gemv_q8(L.w_up, n_tokens, u_, MatOut::Store);
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
         }
         cuda::launch_quantize_act(g_, n_tokens, c_.n_ff, xq_, stream_);
         prof("norm + gate_up + quant");
-        cuda::launch_gemv_q8(L.w_down.type, L.w_down.data, nullptr, L.w_down.rows, L.w_down.cols, xq_, n_tokens, x_,
-                             MatOut::Add, stream_);
+        gemv_q8(L.w_down, n_tokens, x_, MatOut::Add);
     } else {
         cuda::launch_rmsnorm(x_, L.ffn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
         if (fused_ffn) {
@@ -668,8 +687,7 @@ void CudaBackend::final_norm(int first, int n) {
 void CudaBackend::logits_rows(int first, int n) {
     JLLM_ASSERT(n >= 1 && n <= LOGIT_ROWS);
     if (first == 0 && q8_path(n)) {  // final_norm(.., n) left these rows in xq_
-        cuda::launch_gemv_q8(output_.type, output_.data, nullptr, output_.rows, output_.cols, xq_, n, logits_dev_,
-                             MatOut::Store, stream_);
+        gemv_q8(output_, n, logits_dev_, MatOut::Store);
     } else {
         matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
     }

@@ -324,25 +324,33 @@ struct ChunkDequant<GgmlType::Q3_K> {
     }
 };
 
+// Chunk j (0..7) of a Q4_K block from its parts: hdr its first 16 bytes (d, dmin, scales), qs0
+// and qs1 the chunk's two 16-byte pieces of qs (16-byte aligned; the file's layout or the tiles).
+__host__ __device__ __forceinline__ void q4k_chunk_parts(const uint8_t* hdr, const uint8_t* qs0, const uint8_t* qs1,
+                                                         int j, float* y) {
+    const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(hdr);  // the header's fields only
+    uint8_t sc, mn;
+    get_scale_min_k4(j, b->scales, &sc, &mn);
+    const float dl = ldh(b->d) * static_cast<float>(sc);
+    const float ml = ldh(b->dmin) * static_cast<float>(mn);
+    const int shift = 4 * (j % 2);
+    const uint4 v0 = ld16_any(qs0), v1 = ld16_any(qs1);
+    JLLM_UNROLL
+    for (int l = 0; l < 16; ++l) {
+        y[l] = dl * static_cast<float>((byte_of(v0, l) >> shift) & 0xF) - ml;
+        y[l + 16] = dl * static_cast<float>((byte_of(v1, l) >> shift) & 0xF) - ml;
+    }
+}
+
 template <>
 struct ChunkDequant<GgmlType::Q4_K> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
-        uint8_t sc, mn;
-        get_scale_min_k4(j, b->scales, &sc, &mn);
-        const float dl = ldh(b->d) * static_cast<float>(sc);
-        const float ml = ldh(b->dmin) * static_cast<float>(mn);
         // 144-byte blocks, qs at offset 16: the chunk's 32 bytes are two aligned 16-byte loads
         // when the row is 16-byte aligned (GGUF data is 32-byte aligned, rows are whole blocks).
         const uint8_t* qs = b->qs + (j / 2) * 32;
-        const int shift = 4 * (j % 2);
-        const uint4 v0 = ld16_any(qs), v1 = ld16_any(qs + 16);
-        JLLM_UNROLL
-        for (int l = 0; l < 16; ++l) {
-            y[l] = dl * static_cast<float>((byte_of(v0, l) >> shift) & 0xF) - ml;
-            y[l + 16] = dl * static_cast<float>((byte_of(v1, l) >> shift) & 0xF) - ml;
-        }
+        q4k_chunk_parts(reinterpret_cast<const uint8_t*>(b), qs, qs + 16, j, y);
     }
 };
 
@@ -370,33 +378,58 @@ struct ChunkDequant<GgmlType::Q5_K> {
     }
 };
 
+// Chunk j (0..7) of a Q6_K block from its parts: ql0/ql1 the chunk's two 16-byte ql pieces
+// (elements 0..15 and 16..31 in their low or high nibbles), qh0/qh1 its qh pieces, sc the
+// block's 16 scales, d its scale. ALIGNED: the pieces are 16-byte aligned (the tiles), else
+// 2-byte aligned (the file's 210-byte blocks).
+template <bool ALIGNED>
+__host__ __device__ __forceinline__ void q6k_chunk_parts(const uint8_t* ql0, const uint8_t* ql1, const uint8_t* qh0,
+                                                         const uint8_t* qh1, const int8_t* sc, float d, int j,
+                                                         float* y) {
+    // element e = 32j + l: low nibble from ql[(e/128)*64 + e%64] at 4*((e%128)/64), high crumb
+    // from qh[(e/128)*32 + e%32] at 2*((e%128)/32).
+    const int lshift = 4 * ((j % 4) / 2), hshift = 2 * (j % 4);
+    JLLM_UNROLL
+    for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = h == 0 ? ql0 : ql1;
+        const uint8_t* qh = h == 0 ? qh0 : qh1;
+        const float dl = d * static_cast<float>(sc[2 * j + h]);
+        uint32_t wl[8], wh[8];  // two bytes each
+        if constexpr (ALIGNED) {
+            const uint4 l = ld16_any(ql), m = ld16_any(qh);
+            const uint32_t lw[4] = {l.x, l.y, l.z, l.w}, mw[4] = {m.x, m.y, m.z, m.w};
+            JLLM_UNROLL
+            for (int k = 0; k < 8; ++k) {
+                wl[k] = lw[k / 2] >> (16 * (k % 2));
+                wh[k] = mw[k / 2] >> (16 * (k % 2));
+            }
+        } else {
+            JLLM_UNROLL
+            for (int k = 0; k < 8; ++k) {
+                wl[k] = reinterpret_cast<const uint16_t*>(ql)[k];
+                wh[k] = reinterpret_cast<const uint16_t*>(qh)[k];
+            }
+        }
+        JLLM_UNROLL
+        for (int k = 0; k < 8; ++k) {
+            JLLM_UNROLL
+            for (int e = 0; e < 2; ++e) {
+                const int lo = (wl[k] >> (8 * e + lshift)) & 0xF;
+                const int hi = (wh[k] >> (8 * e + hshift)) & 3;
+                y[16 * h + 2 * k + e] = dl * static_cast<float>((lo | (hi << 4)) - 32);
+            }
+        }
+    }
+}
+
 template <>
 struct ChunkDequant<GgmlType::Q6_K> {
     static __host__ __device__ __forceinline__ void run(const uint8_t* row, int64_t c, float* y) {
         const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row) + c / 8;
         const int j = static_cast<int>(c % 8);
-        const float d = ldh(b->d);
-        // element e = 32j + l: low nibble from ql[(e/128)*64 + e%64] at 4*((e%128)/64), high
-        // crumb from qh[(e/128)*32 + e%32] at 2*((e%128)/32). 210-byte blocks: ql (offset 0)
-        // and qh (offset 128) are 2-byte aligned.
-        const uint16_t* ql = reinterpret_cast<const uint16_t*>(b->ql + (j / 4) * 64 + (j % 2) * 32);
-        const int lshift = 4 * ((j % 4) / 2);
-        const uint16_t* qh = reinterpret_cast<const uint16_t*>(b->qh + (j / 4) * 32);
-        const int hshift = 2 * (j % 4);
-        JLLM_UNROLL
-        for (int h = 0; h < 2; ++h) {
-            const float dl = d * static_cast<float>(b->scales[2 * j + h]);
-            JLLM_UNROLL
-            for (int i = 0; i < 8; ++i) {
-                const uint32_t wl = ql[8 * h + i], wh = qh[8 * h + i];
-                JLLM_UNROLL
-                for (int k = 0; k < 2; ++k) {
-                    const int lo = (wl >> (8 * k + lshift)) & 0xF;
-                    const int hi = (wh >> (8 * k + hshift)) & 3;
-                    y[16 * h + 2 * i + k] = dl * static_cast<float>((lo | (hi << 4)) - 32);
-                }
-            }
-        }
+        const uint8_t* ql = b->ql + (j / 4) * 64 + (j % 2) * 32;
+        const uint8_t* qh = b->qh + (j / 4) * 32;
+        q6k_chunk_parts<false>(ql, ql + 16, qh, qh + 16, b->scales, ldh(b->d), j, y);
     }
 };
 
@@ -717,6 +750,92 @@ struct ChunkQ8<GgmlType::Q6_K> {
         }
     }
 };
+
+// ---------------------------------------------------------------- tiled device layout
+// WeightLayout::Tiles (cuda_ops.h) of Q4_K and Q6_K: tiles of 8 rows x 1 block that gather the
+// 8 rows' parts by kind, so every part is 16-byte aligned and a warp's loads of one part are
+// contiguous; the matrix keeps its size. Tile (g, b) (row group g, block column b) starts at
+// (g * nb + b) * BYTES; the rows are a multiple of 8.
+//   Q6_K, 1,680 bytes: ql 8 x 128 | qh 8 x 64 | scales 8 x 16 | d 8 x 2
+//   Q4_K, 1,152 bytes: header 8 x 16 (d, dmin, scales) | qs 8 x 128
+// The GEMM stages whole tiles in shared memory with the 16-byte units of each row's 128-byte
+// (64-byte) part permuted, unit x of row i at x ^ (i mod 8) (x ^ (i mod 4)), so the rows of a
+// tile, 128 bytes apart, do not all fall on the same banks (SWZ below).
+constexpr int TILE_ROWS = 8;
+template <GgmlType T>
+struct TileFmt;
+template <>
+struct TileFmt<GgmlType::Q6_K> {
+    static constexpr int QL = 0, QH = 8 * 128, SC = 8 * 192, D = 8 * 208, BYTES = 8 * 210;
+    // Where the GEMM stages the tile's 16-byte unit o (in units).
+    static __host__ __device__ __forceinline__ int staged_unit(int o) {
+        if (o < 64) return (o & ~7) | ((o ^ (o >> 3)) & 7);
+        if (o < 96) return 64 + (((o - 64) & ~3) | (((o - 64) ^ ((o - 64) >> 2)) & 3));
+        return o;
+    }
+};
+template <>
+struct TileFmt<GgmlType::Q4_K> {
+    static constexpr int HDR = 0, QS = 8 * 16, BYTES = 8 * 144;
+    static __host__ __device__ __forceinline__ int staged_unit(int o) {
+        if (o < 8) return o;
+        return 8 + (((o - 8) & ~7) | (((o - 8) ^ ((o - 8) >> 3)) & 7));
+    }
+};
+static_assert(TileFmt<GgmlType::Q6_K>::BYTES % 16 == 0 && TileFmt<GgmlType::Q4_K>::BYTES % 16 == 0, "tile sizes");
+constexpr bool has_tiles(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
+
+// The tile holding chunk c of row r (nb blocks per row).
+template <GgmlType T>
+__host__ __device__ __forceinline__ const uint8_t* tile_of(const uint8_t* base, int64_t nb, int64_t r, int64_t c) {
+    return base + ((r / TILE_ROWS) * nb + c / 8) * TileFmt<T>::BYTES;
+}
+
+// 16-byte unit x of row i's part (at `part`, rb bytes per row) of a tile; SWZ: as staged by the GEMM.
+template <bool SWZ>
+__host__ __device__ __forceinline__ const uint8_t* tile_unit(const uint8_t* tile, int part, int rb, int i, int x) {
+    return tile + part + rb * i + 16 * (SWZ ? x ^ (i & (rb / 16 - 1)) : x);
+}
+
+// Chunk j (0..7) of row i (0..7) of a tile (global or shared memory, generic loads): the values of
+// ChunkDequant<T> on the file's layout.
+template <GgmlType T, bool SWZ>
+__host__ __device__ __forceinline__ void tile_chunk(const uint8_t* tile, int i, int j, float* y) {
+    using F = TileFmt<T>;
+    if constexpr (T == GgmlType::Q6_K) {
+        const int xl = 4 * (j / 4) + 2 * (j % 2), xh = 2 * (j / 4);
+        q6k_chunk_parts<true>(tile_unit<SWZ>(tile, F::QL, 128, i, xl), tile_unit<SWZ>(tile, F::QL, 128, i, xl + 1),
+                              tile_unit<SWZ>(tile, F::QH, 64, i, xh), tile_unit<SWZ>(tile, F::QH, 64, i, xh + 1),
+                              reinterpret_cast<const int8_t*>(tile + F::SC + 16 * i),
+                              ldh(reinterpret_cast<const Half*>(tile + F::D)[i]), j, y);
+    } else {
+        static_assert(T == GgmlType::Q4_K, "tiles: Q4_K and Q6_K");
+        const int x = 2 * (j / 2);
+        q4k_chunk_parts(tile + F::HDR + 16 * i, tile_unit<SWZ>(tile, F::QS, 128, i, x),
+                        tile_unit<SWZ>(tile, F::QS, 128, i, x + 1), j, y);
+    }
+}
+
+// Chunk c of row r of a weight matrix in either layout (TILED: tiles, nb blocks per row; else the
+// file's rows of row_bytes): the row-wise kernels' (fp32 GEMV, embedding) decoder.
+template <GgmlType T, bool TILED>
+__host__ __device__ __forceinline__ void chunk_of(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r, int64_t c,
+                                                  float* y) {
+    if constexpr (TILED) {
+        tile_chunk<T, false>(tile_of<T>(w, nb, r, c), static_cast<int>(r % TILE_ROWS), static_cast<int>(c % 8), y);
+    } else {
+        ChunkDequant<T>::run(w + r * row_bytes, c, y);
+    }
+}
+
+// Calls f(tag) for the types with a tiled layout (Q4_K, Q6_K); returns false for the others.
+template <typename F>
+bool dispatch_tiled_type(GgmlType t, F&& f) {
+    if (t == GgmlType::Q4_K) f(TypeTag<GgmlType::Q4_K>{});
+    else if (t == GgmlType::Q6_K) f(TypeTag<GgmlType::Q6_K>{});
+    else return false;
+    return true;
+}
 
 // Calls f(tag) for the types with an int8 chunk decoder (every quantized type of dispatch_type,
 // not the float ones); returns false for the others.

@@ -29,9 +29,30 @@ void upload(void* dst, const void* src, size_t bytes);
 void download(void* dst, const void* src, size_t bytes);
 void synchronize();
 
+// ---- device layout of a weight matrix ----
+// Rows: the file's rows (cols elements, row_size(type, cols) bytes each). Tiles (Q4_K and Q6_K
+// whose rows are a multiple of 8; the backend's copied weights): tiles of 8 rows x 1 block that
+// gather the rows' parts by kind (cuda_common.cuh), so every part is 16-byte aligned and the
+// decode GEMV's loads are aligned and contiguous across a warp. Same size; every kernel that
+// reads weights takes both. A GgmlType alone means the file's rows.
+enum class WeightLayout : uint8_t { Rows, Tiles };
+struct WeightFormat {
+    GgmlType type;
+    WeightLayout layout;
+    WeightFormat(GgmlType t, WeightLayout l = WeightLayout::Rows) : type(t), layout(l) {}  // NOLINT: implicit
+    bool tiled() const { return layout == WeightLayout::Tiles; }
+};
+// Whether a rows x cols matrix of `type` can take the tiled layout.
+bool tiles_fit(GgmlType type, int64_t rows, int64_t cols);
+// src (the file's rows x cols) -> dst in the tiled layout (same size, not overlapping), and back.
+void to_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols);
+void from_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols);
+// The kernels' decoder of the tiled layout on the host (tests): elements [32c, 32c + 32) of row r.
+void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int64_t r, int64_t c, float* out);
+
 // ---- matrix products: y[n_tok][rows] = W[rows][cols] x[n_tok][cols] ----
-// W rows are GGUF rows (cols elements, row_size(type, cols) bytes each); cols is a multiple
-// of 32 (every block size divides it or equals 256 for k-quants, then cols % 256 == 0).
+// W in either layout (above); cols is a multiple of 32 (every block size divides it or equals
+// 256 for k-quants, then cols % 256 == 0).
 enum class MatOut {
     Store,   // y = W x
     Add,     // y += W x (residual add fused)
@@ -44,7 +65,7 @@ bool matmul_type_supported(GgmlType type);
 void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out);
 // Decode GEMV: n_tok <= GEMV_MAX_TOKENS; a warp per row, the weight read once for all tokens.
 constexpr int GEMV_MAX_TOKENS = 4;
-void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+void launch_gemv(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream);
 // Prefill GEMM on tensor cores (mma.sync m16n8k16): any n_tok; weight tiles dequantized to
 // fp16 in shared memory, activations rounded to fp16 (saturated at +-65504), fp32 sums.
@@ -58,10 +79,10 @@ size_t gemm_work_floats(int n_tok, int64_t rows);
 // GEMM_MAX_SPLIT parts for up to 64 tokens, two parts for a full batch (launch_gemm lowers the
 // split to what fits).
 size_t gemm_work_floats_for_batch(int n_batch, int64_t rows);
-void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
 // Picks GEMV or GEMM by n_tok.
-void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                    int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
@@ -89,12 +110,12 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
 // rows of cols). Weights are decoded per 32-element chunk to small integers with a scale and an
 // offset per 16 (w = a * q + b, the dequantized value), so y = sum a * d * (q . xq) + b * d * sum(xq).
 bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K
-void launch_gemv_q8(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
+void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream);
-// Up to GEMV_Q8_MAX_SEG matrices of one type and width sharing the input (Q, K, V) in one
-// launch: y_i = W_i x (Store).
+// Up to GEMV_Q8_MAX_SEG matrices of one type, layout and width sharing the input (Q, K, V) in
+// one launch: y_i = W_i x (Store).
 constexpr int GEMV_Q8_MAX_SEG = 3;
-void launch_gemv_q8_multi(GgmlType type, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
+void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
                           int64_t cols, const void* xq, int n_tok, void* stream);
 // Twin: dequantized weights (quant_ref) times the dequantized activations (d * q), fp64 sums.
 void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
@@ -109,7 +130,7 @@ void swiglu_ref(const float* g, const float* u, float* y, int64_t n);
 // ---- embedding: out[n_tok][n_embd] = dequantized rows tokens[t] of table [n_vocab][n_embd] ----
 // tokens: device int32 [n_tok]. Ids outside [0, n_vocab) give rows of NaN (the host checks ids).
 bool embed_type_supported(GgmlType type);
-void launch_embed(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
+void launch_embed(WeightFormat fmt, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
                   int n_tok, float* out, void* stream);
 void embed_ref(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens, int n_tok,
                float* out);

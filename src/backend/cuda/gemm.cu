@@ -43,7 +43,10 @@ __device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.0f
 // decodes from there: DRAM latency overlaps the previous group's tensor-core work instead of
 // stalling every step. A row's slot is `slot` bytes (the group's bytes rounded up to 16, plus 16
 // when groups are not 16-byte aligned); the group starts at (address % 16) within it, so the
-// decoders see the alignment they would see in global memory.
+// decoders see the alignment they would see in global memory. Tiled Q4_K/Q6_K (TILED): a group
+// is one block column, so the block's 128 rows are 16 whole tiles of contiguous bytes; 16
+// threads copy each, its 16-byte units permuted as TileFmt::staged_unit says (a row's units
+// spread over the banks), and tile_chunk<T, true> decodes them (slot = tile bytes / 8).
 __host__ __device__ constexpr int group_steps(GgmlType t) {
     return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ? 1 : 4;
 }
@@ -65,7 +68,7 @@ __host__ __device__ constexpr size_t gemm_tiles_bytes() {
 // token); kernel_splitk_reduce(_swiglu) adds them in order, so results do not depend on
 // scheduling.
 // Shared memory (dynamic): stage 0 | stage 1 ([MMA_BM][slot] bytes each) | As | Bs.
-template <GgmlType T, int BN>
+template <GgmlType T, int BN, bool TILED>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
                     GemmGeom geo, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
@@ -114,8 +117,25 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     const int slot_units = geo.slot / 16;
     const uintptr_t w_end = reinterpret_cast<uintptr_t>(w + rows * geo.row_bytes);
     const uintptr_t w2_end = swiglu ? reinterpret_cast<uintptr_t>(w2 + rows * geo.row_bytes) : w_end;
-    const bool tail_block = r0 + rows_here >= rows && (w_end % 16 != 0 || w2_end % 16 != 0);  // block-uniform
+    const bool tail_block = !TILED && r0 + rows_here >= rows && (w_end % 16 != 0 || w2_end % 16 != 0);  // block-uniform
     auto issue = [&](int64_t g, int st) {
+        if constexpr (TILED) {
+            // A rows 8k..8k+7 are tile k's (SwiGLU: gate rows for even k, up rows for odd k).
+            using F = TileFmt<T>;
+            constexpr int UNITS = F::BYTES / 16, PER_TILE = MMA_THREADS / (MMA_BM / TILE_ROWS);
+            const int k = tid / PER_TILE;
+            const int64_t r = swiglu ? r0 + (k >> 1) * TILE_ROWS : r0 + static_cast<int64_t>(k) * TILE_ROWS;
+            if (r < rows) {
+                const uint8_t* tile = tile_of<T>(swiglu && (k & 1) ? w2 : w, cols / 256, r, g * 8);
+                uint8_t* dst = smem + st * stage_bytes + k * F::BYTES;
+#pragma unroll 1
+                for (int o = tid % PER_TILE; o < UNITS; o += PER_TILE) {
+                    cp_async16(dst + 16 * F::staged_unit(o), tile + 16 * o);
+                }
+            }
+            cp_async_commit();
+            return;
+        }
         const size_t gb0 = static_cast<size_t>(g) * geo.group_bytes;
         const size_t gb1 = std::min(gb0 + geo.group_bytes, geo.row_bytes);
         uint8_t* stage = smem + st * stage_bytes;
@@ -196,7 +216,12 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
                 const int64_t c = k0 / 32 + ah;
                 float v[32];
                 if (arow != nullptr && c < n_chunks) {
-                    ChunkDequant<T>::run(arow_s, s * 2 + ah, v);
+                    if constexpr (TILED) {
+                        tile_chunk<T, true>(smem + st * stage_bytes + (ai / TILE_ROWS) * TileFmt<T>::BYTES,
+                                            ai % TILE_ROWS, s * 2 + ah, v);
+                    } else {
+                        ChunkDequant<T>::run(arow_s, s * 2 + ah, v);
+                    }
                 } else {
 #pragma unroll
                     for (int i = 0; i < 32; ++i) v[i] = 0.0f;
@@ -322,10 +347,13 @@ size_t gemm_work_floats_for_batch(int n_batch, int64_t rows) {
                     static_cast<size_t>(2) * static_cast<size_t>(n_batch) * static_cast<size_t>(rows));
 }
 
-void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
+    const GgmlType type = fmt.type;
+    JLLM_ASSERT(!fmt.tiled() || (tiles_fit(type, rows, cols) && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+                                 reinterpret_cast<uintptr_t>(w2) % 16 == 0));
     const int64_t gcols = static_cast<int64_t>(group_steps(type)) * MMA_BK;
     GemmGeom geo;
     geo.row_bytes = row_size(type, cols);
@@ -333,7 +361,8 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     // A group's bytes rounded up to 16, plus 16 when rows or groups can start off a 16-byte boundary.
     const bool aligned = geo.row_bytes % 16 == 0 && geo.group_bytes % 16 == 0 &&
                          reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(w2) % 16 == 0;
-    geo.slot = (geo.group_bytes + 15) / 16 * 16 + (aligned ? 0 : 16);
+    // Tiled: 16 tiles of 8 rows (a row's share of a tile is group_bytes).
+    geo.slot = fmt.tiled() ? geo.group_bytes : (geo.group_bytes + 15) / 16 * 16 + (aligned ? 0 : 16);
     const int64_t rows_per_block = out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM;
     const int64_t row_blocks = (rows + rows_per_block - 1) / rows_per_block;
     // 128-token tiles only when they still give every SM two blocks.
@@ -362,11 +391,20 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
                                                                static_cast<const uint8_t*>(w2), rows, cols, geo, x,
                                                                n_tok, dst, mode);
     };
-    const bool ok = dispatch_type(type, [&](auto tag) {
-        constexpr GgmlType T = decltype(tag)::value;
-        if (wide) launch(kernel_gemm_mma<T, 128>);
-        else launch(kernel_gemm_mma<T, 64>);
-    });
+    bool ok;
+    if (fmt.tiled()) {
+        ok = dispatch_tiled_type(type, [&](auto tag) {
+            constexpr GgmlType T = decltype(tag)::value;
+            if (wide) launch(kernel_gemm_mma<T, 128, true>);
+            else launch(kernel_gemm_mma<T, 64, true>);
+        });
+    } else {
+        ok = dispatch_type(type, [&](auto tag) {
+            constexpr GgmlType T = decltype(tag)::value;
+            if (wide) launch(kernel_gemm_mma<T, 128, false>);
+            else launch(kernel_gemm_mma<T, 64, false>);
+        });
+    }
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
     if (split > 1) {
@@ -382,10 +420,10 @@ void launch_gemm(GgmlType type, const void* w, const void* w2, int64_t rows, int
     }
 }
 
-void launch_matmul(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                    int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
-    if (n_tok <= GEMV_MAX_TOKENS) launch_gemv(type, w, w2, rows, cols, x, n_tok, y, out, stream);
-    else launch_gemm(type, w, w2, rows, cols, x, n_tok, y, out, stream, work, work_floats);
+    if (n_tok <= GEMV_MAX_TOKENS) launch_gemv(fmt, w, w2, rows, cols, x, n_tok, y, out, stream);
+    else launch_gemm(fmt, w, w2, rows, cols, x, n_tok, y, out, stream, work, work_floats);
 }
 
 }  // namespace cuda

@@ -8,6 +8,9 @@
 // one warp reduction per token at the end; the epilogue stores, adds (residual) or applies
 // SwiGLU with a second weight matrix read in the same pass.
 #include <algorithm>
+#include <cstdlib>
+#include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -23,8 +26,8 @@ constexpr int GEMV_ROWS = 4;
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// w, w2: [rows][row_bytes]; x: [n_tok][cols]; y: [n_tok][rows].
-template <GgmlType T>
+// w, w2: [rows][row_bytes] or tiled (TILED); x: [n_tok][cols]; y: [n_tok][rows].
+template <GgmlType T, bool TILED>
 __global__ void __launch_bounds__(GEMV_ROWS * WARP)
     kernel_gemv(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
                 size_t row_bytes, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
@@ -32,14 +35,12 @@ __global__ void __launch_bounds__(GEMV_ROWS * WARP)
     const int64_t r = static_cast<int64_t>(blockIdx.x) * GEMV_ROWS + threadIdx.x / WARP;
     if (r >= rows) return;
     const bool swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
-    const int64_t n_chunks = cols / 32;
-    const uint8_t* wr = w + r * row_bytes;
-    const uint8_t* wr2 = swiglu ? w2 + r * row_bytes : nullptr;
+    const int64_t n_chunks = cols / 32, nb = cols / 256;
     float acc[GEMV_MAX_TOKENS] = {};
     float acc2[GEMV_MAX_TOKENS] = {};
     for (int64_t c = lane; c < n_chunks; c += WARP) {
         float wv[32];
-        ChunkDequant<T>::run(wr, c, wv);
+        chunk_of<T, TILED>(w, row_bytes, nb, r, c, wv);
 #pragma unroll
         for (int t = 0; t < GEMV_MAX_TOKENS; ++t) {
             if (t < n_tok) {
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(GEMV_ROWS * WARP)
             }
         }
         if (swiglu) {
-            ChunkDequant<T>::run(wr2, c, wv);
+            chunk_of<T, TILED>(w2, row_bytes, nb, r, c, wv);
 #pragma unroll
             for (int t = 0; t < GEMV_MAX_TOKENS; ++t) {
                 if (t < n_tok) {
@@ -81,8 +82,8 @@ __global__ void __launch_bounds__(GEMV_ROWS * WARP)
     }
 }
 
-// table: [n_vocab][row_bytes]; out: [n_tok][n_embd]; one block per token.
-template <GgmlType T>
+// table: [n_vocab][row_bytes] or tiled (TILED); out: [n_tok][n_embd]; one block per token.
+template <GgmlType T, bool TILED>
 __global__ void kernel_embed(const uint8_t* __restrict__ table, int64_t n_vocab, int64_t n_embd, size_t row_bytes,
                              const int32_t* __restrict__ tokens, float* __restrict__ out) {
     const int t = blockIdx.x;
@@ -92,7 +93,7 @@ __global__ void kernel_embed(const uint8_t* __restrict__ table, int64_t n_vocab,
     for (int64_t c = threadIdx.x; c < n_chunks; c += blockDim.x) {
         float v[32];
         if (id >= 0 && id < n_vocab) {
-            ChunkDequant<T>::run(table + static_cast<int64_t>(id) * row_bytes, c, v);
+            chunk_of<T, TILED>(table, row_bytes, n_embd / 256, id, c, v);
         } else {
 #pragma unroll
             for (int i = 0; i < 32; ++i) v[i] = __int_as_float(0x7fc00000);
@@ -449,6 +450,202 @@ void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream
     }
 }
 
+// ---------------------------------------------------------------- tiled GEMV
+// On the tiled layout (cuda_common.cuh). A warp takes one 8-row group and every ks-th block
+// column; lane l serves rows l / 8 and l / 8 + 4 with piece p = l % 8 of each (the same columns),
+// so one activation load serves both rows, and a warp's loads of one part of a tile are
+// contiguous (Q6_K ql: 512 bytes per load instruction; Q4_K qs: 512). U tiles per batch are
+// loaded before any is used. Per tile and row:
+//   Q6_K: ql piece p (16 bytes: 32 weights, low nibbles at column 128 (p / 4) + 16 (p % 4), high
+//         nibbles 64 further), its qh piece, the row's scales and d;
+//   Q4_K: qs piece p (16 weights of sub-block 2 (p / 2) in its low nibbles at column
+//         64 (p / 2) + 16 (p % 2), 16 of sub-block 2 (p / 2) + 1 in its high nibbles 32 further)
+//         and the row's 16-byte header.
+// Up to GEMV_Q8_MAX_SEG matrices of one width laid end to end by groups (Q, K, V); SW: the gate
+// (w[0]) and up (w2) tiles of the same place side by side, y = silu(gate) * up.
+struct TiledArgs {
+    const uint8_t* w[GEMV_Q8_MAX_SEG];
+    const uint8_t* w2;
+    float* y[GEMV_Q8_MAX_SEG];
+    int64_t g_end[GEMV_Q8_MAX_SEG];  // cumulative 8-row groups
+    int64_t nb;                      // blocks per row
+    const int8_t* xq;
+    const float4* xs;
+    int out_mode, ks;
+};
+
+template <GgmlType T>
+struct TileLane;  // one lane's part of one tile row, and its dot product with the activations
+
+template <>
+struct TileLane<GgmlType::Q6_K> {
+    using F = TileFmt<GgmlType::Q6_K>;
+    static constexpr int HI = 64;  // columns from the low to the high nibbles' weights
+    uint4 ql, qh, sc;
+    uint32_t dh;
+    __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
+        ql = ld16(tile + F::QL + 128 * i + 16 * p);
+        qh = ld16(tile + F::QH + 64 * i + 32 * (p / 4) + 16 * (p % 2));
+        sc = ld16(tile + F::SC + 16 * i);
+        dh = ld_u16(tile + F::D + 2 * i);
+    }
+    static __device__ __forceinline__ int col(int p) { return 128 * (p / 4) + 16 * (p % 4); }
+    // x_lo/x_hi: the 16 activations of each half; s_lo/s_hi: their q8 blocks' (d, sums).
+    __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
+        const int lsh = (p % 4) < 2 ? 0 : 2;  // qh bits of the low nibbles (of the high: lsh + 4)
+        const int sc_lo = 8 * (p / 4) + p % 4;  // scale of the low nibbles' 16 weights (high: + 4)
+        const uint32_t wl[4] = {ql.x, ql.y, ql.z, ql.w};
+        const uint32_t wh[4] = {qh.x, qh.y, qh.z, qh.w};
+        uint32_t q_lo[4], q_hi[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            q_lo[k] = bytes_minus<32>((wl[k] & 0x0F0F0F0Fu) | (((wh[k] >> lsh) & 0x03030303u) << 4));
+            q_hi[k] = bytes_minus<32>(((wl[k] >> 4) & 0x0F0F0F0Fu) | (((wh[k] >> (lsh + 4)) & 0x03030303u) << 4));
+        }
+        const float d = fp16_to_f32(static_cast<uint16_t>(dh));
+        const float a_lo = d * static_cast<float>(static_cast<int8_t>(byte_of(sc, sc_lo)));
+        const float a_hi = d * static_cast<float>(static_cast<int8_t>(byte_of(sc, sc_lo + 4)));
+        return a_lo * static_cast<float>(dot4(q_lo, x_lo, 0)) * s_lo.x +
+               a_hi * static_cast<float>(dot4(q_hi, x_hi, 0)) * s_hi.x;
+    }
+};
+
+template <>
+struct TileLane<GgmlType::Q4_K> {
+    using F = TileFmt<GgmlType::Q4_K>;
+    static constexpr int HI = 32;
+    uint4 qs, hd;
+    __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
+        qs = ld16(tile + F::QS + 128 * i + 16 * p);
+        hd = ld16(tile + F::HDR + 16 * i);
+    }
+    static __device__ __forceinline__ int col(int p) { return 64 * (p / 2) + 16 * (p % 2); }
+    __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
+        const uint32_t wq[4] = {qs.x, qs.y, qs.z, qs.w};
+        uint32_t q_lo[4], q_hi[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            q_lo[k] = wq[k] & 0x0F0F0F0Fu;
+            q_hi[k] = (wq[k] >> 4) & 0x0F0F0F0Fu;
+        }
+        float sc[2], mn[2];
+        scale_min_k4_pair(hd.y, hd.z, hd.w, p / 2, sc, mn);
+        const float d = fp16_to_f32(static_cast<uint16_t>(hd.x & 0xFFFFu));
+        const float dm = fp16_to_f32(static_cast<uint16_t>(hd.x >> 16));
+        // w = d sc q - dmin mn: the offsets meet the sums of the activations' 16 (s.y: first half of
+        // the q8 block, s.z: second).
+        const float sum_lo = p % 2 ? s_lo.z : s_lo.y, sum_hi = p % 2 ? s_hi.z : s_hi.y;
+        return d * (sc[0] * static_cast<float>(dot4(q_lo, x_lo, 0)) * s_lo.x +
+                    sc[1] * static_cast<float>(dot4(q_hi, x_hi, 0)) * s_hi.x) -
+               dm * (mn[0] * sum_lo + mn[1] * sum_hi);
+    }
+};
+
+static_assert(GEMV_Q8_MAX_SEG == 3, "kernel_gemv_q8_tiled picks among three segments");
+
+template <GgmlType T, int NT, int U, bool SW>
+__global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
+    using F = TileFmt<T>;
+    using L = TileLane<T>;
+    constexpr int M = SW ? 2 : 1;  // matrices read
+    __shared__ float part[GEMV_Q8_WARPS][M][TILE_ROWS][NT];
+    const int ks = a.ks;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int64_t gg = static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks;
+    // The segment by selects, not by indexing the parameter arrays (which would copy them to
+    // local memory in every thread).
+    const int64_t e0 = a.g_end[0], e1 = a.g_end[1], groups = a.g_end[2];
+    const int seg = gg < e0 ? 0 : (gg < e1 ? 1 : 2);
+    const int64_t g_first = seg == 0 ? 0 : (seg == 1 ? e0 : e1), g_last = seg == 0 ? e0 : (seg == 1 ? e1 : groups);
+    const int64_t g = gg - g_first;  // the group within its matrix
+    const uint8_t* w = seg == 0 ? a.w[0] : (seg == 1 ? a.w[1] : a.w[2]);
+    const int kp = warp % ks;
+    const int i0 = lane / 8, p = lane % 8;
+    const int64_t nb = a.nb, cols = nb * 256, n_chunks = cols / 32;
+    float acc[M][2][NT];
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[m][0][t] = acc[m][1][t] = 0.0f;
+    if (gg < groups) {
+        for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
+            L lt[U][M][2];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+                const int64_t tb = (g * nb + (b < nb ? b : b0)) * F::BYTES;  // past the end: a valid tile, unused
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) lt[u][m][r].load((m == 0 ? w : a.w2) + tb, i0 + 4 * r, p);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+                if (b >= nb) continue;
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    const int64_t c = b * 256 + L::col(p);
+                    const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
+                    const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
+                    const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
+                    const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
+#pragma unroll
+                    for (int m = 0; m < M; ++m) {
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            acc[m][0][t] = group_sum<8>(acc[m][0][t]);
+            acc[m][1][t] = group_sum<8>(acc[m][1][t]);
+        }
+    if (ks > 1) {
+        if (p == 0) {
+#pragma unroll
+            for (int m = 0; m < M; ++m)
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    part[warp][m][i0][t] = acc[m][0][t];
+                    part[warp][m][i0 + 4][t] = acc[m][1][t];
+                }
+        }
+        __syncthreads();
+        if (kp == 0 && p == 0) {
+            for (int k = 1; k < ks; ++k) {
+#pragma unroll
+                for (int m = 0; m < M; ++m)
+#pragma unroll
+                    for (int t = 0; t < NT; ++t) {
+                        acc[m][0][t] += part[warp + k][m][i0][t];
+                        acc[m][1][t] += part[warp + k][m][i0 + 4][t];
+                    }
+            }
+        }
+    }
+    if (kp != 0 || p != 0 || gg >= groups) return;
+    const int64_t rows = (g_last - g_first) * TILE_ROWS;
+    float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int64_t row = g * TILE_ROWS + i0 + 4 * r;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            float* out = y + t * rows + row;
+            if constexpr (SW) *out = silu_mul(acc[0][r][t], acc[M - 1][r][t]);
+            else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += acc[0][r][t];
+            else *out = acc[0][r][t];
+        }
+    }
+}
+
 static_assert(GEMV_MAX_TOKENS == 4, "kernel_gemv_q8 is instantiated for 1..4 tokens");
 
 }  // namespace
@@ -486,6 +683,68 @@ bool gemv_q8_type_supported(GgmlType type) {
     return dispatch_q8_type(type, [](auto) {});
 }
 
+namespace {
+
+// Copies the parts of every block between the file's layout (rows of blocks) and the tiled one;
+// to_tiles: file -> tiles, else tiles -> file.
+void tiles_copy(GgmlType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, bool to_tiles) {
+    JLLM_ASSERT(tiles_fit(type, rows, cols) && src != dst);
+    struct Part {
+        size_t in_block;
+        int in_tile, size;
+    };
+    using F6 = TileFmt<GgmlType::Q6_K>;
+    using F4 = TileFmt<GgmlType::Q4_K>;
+    const Part q6[4] = {{offsetof(BlockQ6_K, ql), F6::QL, 128},
+                        {offsetof(BlockQ6_K, qh), F6::QH, 64},
+                        {offsetof(BlockQ6_K, scales), F6::SC, 16},
+                        {offsetof(BlockQ6_K, d), F6::D, 2}};
+    const Part q4[2] = {{0, F4::HDR, 16}, {offsetof(BlockQ4_K, qs), F4::QS, 128}};
+    static_assert(offsetof(BlockQ4_K, qs) == 16, "Q4_K header: d, dmin, scales");
+    const bool is6 = type == GgmlType::Q6_K;
+    const Part* parts = is6 ? q6 : q4;
+    const int n_parts = is6 ? 4 : 2;
+    const int64_t block = static_cast<int64_t>(type_traits(type).type_size);
+    const int64_t tile_bytes = is6 ? F6::BYTES : F4::BYTES;
+    const int64_t nb = cols / 256, rb = nb * block;
+    for (int64_t g = 0; g < rows / TILE_ROWS; ++g) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t tile = (g * nb + b) * tile_bytes;
+            for (int i = 0; i < TILE_ROWS; ++i) {
+                const int64_t blk = (g * TILE_ROWS + i) * rb + b * block;
+                for (int k = 0; k < n_parts; ++k) {
+                    const Part& p = parts[k];
+                    const int64_t t = tile + p.in_tile + static_cast<int64_t>(i) * p.size;
+                    const int64_t f = blk + static_cast<int64_t>(p.in_block);
+                    std::memcpy(dst + (to_tiles ? t : f), src + (to_tiles ? f : t), static_cast<size_t>(p.size));
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+bool tiles_fit(GgmlType type, int64_t rows, int64_t cols) {
+    return has_tiles(type) && rows >= TILE_ROWS && rows % TILE_ROWS == 0 && cols >= 256 && cols % 256 == 0;
+}
+
+void to_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols) {
+    tiles_copy(type, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols, true);
+}
+
+void from_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols) {
+    tiles_copy(type, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, cols, false);
+}
+
+void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int64_t r, int64_t c, float* out) {
+    JLLM_ASSERT(cols % 256 == 0 && r >= 0 && c >= 0 && c < cols / 32);
+    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+        chunk_of<decltype(tag)::value, true>(static_cast<const uint8_t*>(base), 0, cols / 256, r, c, out);
+    });
+    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
+}
+
 void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b) {
     uint32_t packed[8] = {};
     const bool ok = dispatch_q8_type(type, [&](auto tag) {
@@ -517,10 +776,81 @@ GemvQ8Args gemv_q8_args(GgmlType type, int64_t cols, const void* xq, int n_tok, 
 
 }  // namespace
 
-void launch_gemv_q8(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
+namespace {
+
+// Tiles per batch of the tiled GEMV (loaded before any is used): four for one matrix, fewer when
+// gate and up are read side by side (Q6_K's eight parts per tile row take more registers).
+template <GgmlType T, bool SW>
+constexpr int tiled_batch() {
+    return SW ? (T == GgmlType::Q4_K ? 2 : 1) : 4;
+}
+
+// n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout.
+void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
+                   const void* xq, int n_tok, float* const* y, MatOut out, void* stream) {
+    JLLM_ASSERT(n_seg == 1 || out == MatOut::Store);
+    TiledArgs a{};
+    int64_t groups = 0;
+    for (int i = 0; i < GEMV_Q8_MAX_SEG; ++i) {
+        if (i < n_seg) {
+            JLLM_ASSERT(tiles_fit(type, rows[i], cols));
+            groups += rows[i] / TILE_ROWS;
+            a.w[i] = static_cast<const uint8_t*>(w[i]);
+            a.y[i] = y[i];
+        }
+        a.g_end[i] = groups;
+    }
+    a.w2 = static_cast<const uint8_t*>(w2);
+    a.nb = cols / 256;
+    a.xq = static_cast<const int8_t*>(xq);
+    a.xs = reinterpret_cast<const float4*>(static_cast<const uint8_t*>(xq) + act_q8_scales_at(n_tok, cols));
+    a.out_mode = static_cast<int>(out);
+    a.ks = 1;  // warps per 8-row group: more while the matrices have few groups and a warp keeps 2 columns
+    while (a.ks < GEMV_Q8_WARPS && groups * a.ks < 2048 && a.nb >= 2 * a.ks) a.ks *= 2;
+    const int groups_per_block = GEMV_Q8_WARPS / a.ks;
+    const dim3 grid(static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block));
+    const bool sw = out == MatOut::SwiGLU;
+    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+        constexpr GgmlType T = decltype(tag)::value;
+        auto launch = [&](auto kernel) { kernel<<<grid, GEMV_Q8_WARPS * WARP, 0, as_stream(stream)>>>(a); };
+        auto by_tokens = [&](auto sw_tag) {
+            constexpr bool SW = decltype(sw_tag)::value;
+            constexpr int U = tiled_batch<T, SW>();
+            static const char* wip = std::getenv("JLLM_WIP_TILES_U2");  // WIP: U = 2 without SwiGLU
+            if (!SW && wip != nullptr && wip[0] == '1') {
+                switch (n_tok) {
+                    case 1: launch(kernel_gemv_q8_tiled<T, 1, 2, SW>); break;
+                    case 2: launch(kernel_gemv_q8_tiled<T, 2, 2, SW>); break;
+                    case 3: launch(kernel_gemv_q8_tiled<T, 3, 2, SW>); break;
+                    default: launch(kernel_gemv_q8_tiled<T, 4, 2, SW>); break;
+                }
+                return;
+            }
+            switch (n_tok) {
+                case 1: launch(kernel_gemv_q8_tiled<T, 1, U, SW>); break;
+                case 2: launch(kernel_gemv_q8_tiled<T, 2, U, SW>); break;
+                case 3: launch(kernel_gemv_q8_tiled<T, 3, U, SW>); break;
+                default: launch(kernel_gemv_q8_tiled<T, 4, U, SW>); break;
+            }
+        };
+        if (sw) by_tokens(std::true_type{});
+        else by_tokens(std::false_type{});
+    });
+    if (!ok) throw JllmError(std::string("cuda: no tiled layout for weight type ") + type_name(type));
+    JLLM_CUDA_LAUNCH_CHECK("kernel_gemv_q8_tiled");
+}
+
+}  // namespace
+
+void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream) {
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
+    if (fmt.tiled()) {
+        gemv_q8_tiled(fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, stream);
+        return;
+    }
+    const GgmlType type = fmt.type;
     GemvQ8Args a = gemv_q8_args(type, cols, xq, n_tok, out);
     a.w[0] = static_cast<const uint8_t*>(w);
     a.y[0] = y;
@@ -529,10 +859,15 @@ void launch_gemv_q8(GgmlType type, const void* w, const void* w2, int64_t rows, 
     gemv_q8_dispatch(type, a, rows, n_tok, stream);
 }
 
-void launch_gemv_q8_multi(GgmlType type, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
+void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
                           int64_t cols, const void* xq, int n_tok, void* stream) {
     JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMV_Q8_MAX_SEG);
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0);
+    if (fmt.tiled()) {
+        gemv_q8_tiled(fmt.type, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, stream);
+        return;
+    }
+    const GgmlType type = fmt.type;
     GemvQ8Args a = gemv_q8_args(type, cols, xq, n_tok, MatOut::Store);
     int64_t end = 0;
     for (int i = 0; i < GEMV_Q8_MAX_SEG; ++i) {
@@ -547,29 +882,45 @@ void launch_gemv_q8_multi(GgmlType type, int n_seg, const void* const* w, const 
     gemv_q8_dispatch(type, a, end, n_tok, stream);
 }
 
-void launch_gemv(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+void launch_gemv(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                  int n_tok, float* y, MatOut out, void* stream) {
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
+    JLLM_ASSERT(!fmt.tiled() || tiles_fit(fmt.type, rows, cols));
+    const GgmlType type = fmt.type;
     const size_t rb = row_size(type, cols);
     const dim3 grid(static_cast<unsigned>((rows + GEMV_ROWS - 1) / GEMV_ROWS));
-    const bool ok = dispatch_type(type, [&](auto tag) {
-        kernel_gemv<decltype(tag)::value><<<grid, GEMV_ROWS * WARP, 0, as_stream(stream)>>>(
-            static_cast<const uint8_t*>(w), static_cast<const uint8_t*>(w2), rows, cols, rb, x, n_tok, y,
-            static_cast<int>(out));
-    });
+    auto launch = [&](auto kernel) {
+        kernel<<<grid, GEMV_ROWS * WARP, 0, as_stream(stream)>>>(static_cast<const uint8_t*>(w),
+                                                                 static_cast<const uint8_t*>(w2), rows, cols, rb, x,
+                                                                 n_tok, y, static_cast<int>(out));
+    };
+    bool ok;
+    if (fmt.tiled()) {
+        ok = dispatch_tiled_type(type, [&](auto tag) { launch(kernel_gemv<decltype(tag)::value, true>); });
+    } else {
+        ok = dispatch_type(type, [&](auto tag) { launch(kernel_gemv<decltype(tag)::value, false>); });
+    }
     if (!ok) throw JllmError(std::string("cuda: no GEMV kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemv");
 }
 
-void launch_embed(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
+void launch_embed(WeightFormat fmt, const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
                   int n_tok, float* out, void* stream) {
     JLLM_ASSERT(n_tok >= 1 && n_embd % 32 == 0);
+    JLLM_ASSERT(!fmt.tiled() || tiles_fit(fmt.type, n_vocab, n_embd));
+    const GgmlType type = fmt.type;
     const size_t rb = row_size(type, n_embd);
-    const bool ok = dispatch_type(type, [&](auto tag) {
-        kernel_embed<decltype(tag)::value><<<n_tok, 128, 0, as_stream(stream)>>>(
-            static_cast<const uint8_t*>(table), n_vocab, n_embd, rb, tokens, out);
-    });
+    auto launch = [&](auto kernel) {
+        kernel<<<n_tok, 128, 0, as_stream(stream)>>>(static_cast<const uint8_t*>(table), n_vocab, n_embd, rb, tokens,
+                                                     out);
+    };
+    bool ok;
+    if (fmt.tiled()) {
+        ok = dispatch_tiled_type(type, [&](auto tag) { launch(kernel_embed<decltype(tag)::value, true>); });
+    } else {
+        ok = dispatch_type(type, [&](auto tag) { launch(kernel_embed<decltype(tag)::value, false>); });
+    }
     if (!ok) throw JllmError(std::string("cuda: no embedding kernel for type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_embed");
 }

@@ -66,12 +66,23 @@ struct MatCase {
     MatOut out;
     bool gemm;  // force the GEMM path (else GEMV)
     bool split = false;  // give the GEMM a work buffer (split-K when its grid is small)
+    cuda::WeightLayout layout = cuda::WeightLayout::Rows;  // of the weights on the device
 };
+
+// A matrix's bytes as the device holds them in `layout` (the file's rows are `w`).
+std::vector<uint8_t> device_bytes(GgmlType type, cuda::WeightLayout layout, const std::vector<uint8_t>& w,
+                                  int64_t rows, int64_t cols) {
+    if (layout == cuda::WeightLayout::Rows) return w;
+    std::vector<uint8_t> t(w.size());
+    cuda::to_tiles(type, w.data(), t.data(), rows, cols);
+    return t;
+}
 
 std::string mat_name(const MatCase& c) {
     const char* o = c.out == MatOut::Store ? "store" : c.out == MatOut::Add ? "add" : "swiglu";
     return std::string(type_name(c.type)) + " " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n_tok=" +
-           std::to_string(c.n_tok) + " " + o + (c.gemm ? " gemm" : " gemv");
+           std::to_string(c.n_tok) + " " + o + (c.gemm ? " gemm" : " gemv") +
+           (c.layout == cuda::WeightLayout::Tiles ? " tiles" : "");
 }
 
 void run_matmul_case(const MatCase& c, std::mt19937& rng) {
@@ -116,17 +127,19 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     std::vector<float> ref = y0;
     ref_fn(c.type, w.data(), w2.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data(), c.out);
 
-    DevBuf<uint8_t> dw(w), dw2(w2);
+    DevBuf<uint8_t> dw(device_bytes(c.type, c.layout, w, c.rows, c.cols));
+    DevBuf<uint8_t> dw2(device_bytes(c.type, c.layout, w2, c.rows, c.cols));
     DevBuf<float> dx(x), dy(ny);
     if (c.out == MatOut::Add) dy.upload(y0);
     else dy.poison();
     DevBuf<float> work(c.split ? cuda::gemm_work_floats(c.n_tok, c.rows) : 1);
     work.poison();
+    const cuda::WeightFormat fmt(c.type, c.layout);
     if (c.gemm) {
-        cuda::launch_gemm(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr,
+        cuda::launch_gemm(fmt, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr,
                           c.split ? work.get() : nullptr, c.split ? work.size() : 0);
     } else {
-        cuda::launch_gemv(c.type, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
+        cuda::launch_gemv(fmt, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
     }
     const std::vector<float> got = dy.download();
     int bad = 0;
@@ -216,6 +229,26 @@ TEST(CudaOps, GemmSplitK) {
     }
 }
 
+// Q4_K and Q6_K in the tiled layout (rows a multiple of 8): the fp32 GEMV and the GEMM (16 tiles
+// per 128-row block, SwiGLU gate/up tiles interleaved, partial row blocks, split-K).
+TEST(CudaOps, MatmulTiles) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2469);
+    const auto T = cuda::WeightLayout::Tiles;
+    for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        run_matmul_case({q, 64, 768, 1, MatOut::Store, false, false, T}, rng);
+        run_matmul_case({q, 8, 256, 3, MatOut::Add, false, false, T}, rng);
+        run_matmul_case({q, 136, 768, 4, MatOut::SwiGLU, false, false, T}, rng);
+        run_matmul_case({q, 72, 768, 5, MatOut::Store, true, false, T}, rng);
+        run_matmul_case({q, 64, 768, 33, MatOut::Add, true, false, T}, rng);
+        run_matmul_case({q, 136, 768, 70, MatOut::SwiGLU, true, false, T}, rng);
+        run_matmul_case({q, 200, 768, 150, MatOut::SwiGLU, true, false, T}, rng);
+        run_matmul_case({q, 136, 256, 129, MatOut::Add, true, false, T}, rng);
+        run_matmul_case({q, 200, 2048, 33, MatOut::Add, true, true, T}, rng);
+        run_matmul_case({q, 104, 2048, 40, MatOut::SwiGLU, true, true, T}, rng);
+    }
+}
+
 TEST(CudaOps, MatmulDispatchesBySize) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(99);
@@ -257,22 +290,28 @@ TEST(CudaOps, SwiGluElementwise) {
 
 // ------------------------------------------------------------------------------- embedding
 
+// Every type in the file's layout (37 rows), and Q4_K and Q6_K tiled (40 rows).
 TEST(CudaOps, EmbeddingEveryTypeBitExact) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(42);
-    for (GgmlType t : kAllTypes) {
-        SCOPED_TRACE(type_name(t));
-        const int64_t n_vocab = 37, n_embd = cols_for(t, 1);
+    std::vector<cuda::WeightFormat> fmts(std::begin(kAllTypes), std::end(kAllTypes));
+    fmts.emplace_back(GgmlType::Q4_K, cuda::WeightLayout::Tiles);
+    fmts.emplace_back(GgmlType::Q6_K, cuda::WeightLayout::Tiles);
+    for (const cuda::WeightFormat& f : fmts) {
+        const GgmlType t = f.type;
+        SCOPED_TRACE(std::string(type_name(t)) + (f.tiled() ? " tiles" : ""));
+        const int64_t n_vocab = f.tiled() ? 40 : 37, n_embd = cols_for(t, 1);
         const std::vector<uint8_t> table = random_matrix(t, n_vocab, n_embd, rng);
-        const std::vector<int32_t> ids = {0, 36, 5, 5, 17, -1, 37, 2, 11};  // repeats; -1 and 37 out of range
+        const int32_t last = static_cast<int32_t>(n_vocab - 1);
+        const std::vector<int32_t> ids = {0, last, 5, 5, 17, -1, last + 1, 2, 11};  // repeats; two out of range
         const int n_tok = static_cast<int>(ids.size());
         std::vector<float> ref(static_cast<size_t>(n_tok) * n_embd);
         cuda::embed_ref(t, table.data(), n_vocab, n_embd, ids.data(), n_tok, ref.data());
-        DevBuf<uint8_t> dt(table);
+        DevBuf<uint8_t> dt(device_bytes(t, f.layout, table, n_vocab, n_embd));
         DevBuf<int32_t> did(ids);
         DevBuf<float> out(ref.size());
         out.poison(0x7F);  // a finite garbage pattern: the out-of-range rows must become NaN
-        cuda::launch_embed(t, dt.get(), n_vocab, n_embd, did.get(), n_tok, out.get(), nullptr);
+        cuda::launch_embed(f, dt.get(), n_vocab, n_embd, did.get(), n_tok, out.get(), nullptr);
         const std::vector<float> got = out.download();
         for (size_t i = 0; i < ref.size(); ++i) {
             if (std::isnan(ref[i])) {
@@ -345,6 +384,40 @@ TEST(CudaOps, ChunkQ8DecodersMatchDequantizationOnHost) {
     EXPECT_FALSE(cuda::gemv_q8_type_supported(GgmlType::F16));
 }
 
+// The tiled layout: a round trip is the identity, and every chunk decodes from the tiles bit for
+// bit as from the file's layout (24 rows: three groups of 8; 3 blocks). Needs no GPU.
+TEST(CudaOps, TilesDecodeAsTheFileLayoutOnHost) {
+    EXPECT_TRUE(cuda::tiles_fit(GgmlType::Q6_K, 24, 768));
+    EXPECT_TRUE(cuda::tiles_fit(GgmlType::Q4_K, 8, 256));
+    EXPECT_FALSE(cuda::tiles_fit(GgmlType::Q6_K, 19, 768));  // rows not a multiple of 8
+    EXPECT_FALSE(cuda::tiles_fit(GgmlType::Q5_K, 24, 768));
+    EXPECT_FALSE(cuda::tiles_fit(GgmlType::Q8_0, 24, 768));
+    std::mt19937 rng(606);
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        SCOPED_TRACE(type_name(type));
+        const int64_t rows = 24, cols = 768, rb = static_cast<int64_t>(row_size(type, cols));
+        std::vector<uint8_t> file(static_cast<size_t>(rows * rb) + 16), tiles(file.size()), back(file.size());
+        uint8_t* f = file.data() + (16 - reinterpret_cast<uintptr_t>(file.data()) % 16) % 16;
+        uint8_t* t = tiles.data() + (16 - reinterpret_cast<uintptr_t>(tiles.data()) % 16) % 16;
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<uint8_t> row = random_weight_row(type, cols, rng);
+            std::memcpy(f + r * rb, row.data(), row.size());
+        }
+        cuda::to_tiles(type, f, t, rows, cols);
+        EXPECT_NE(std::memcmp(f, t, static_cast<size_t>(rows * rb)), 0);  // the parts moved
+        cuda::from_tiles(type, t, back.data(), rows, cols);
+        ASSERT_EQ(std::memcmp(f, back.data(), static_cast<size_t>(rows * rb)), 0);
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<float> ref = dequantize(type, f + r * rb, cols);
+            for (int64_t c = 0; c < cols / 32; ++c) {
+                float got[32];
+                cuda::dequant_chunk_tiled_host(type, t, cols, r, c, got);
+                ASSERT_EQ(std::memcmp(got, ref.data() + c * 32, sizeof got), 0) << "row " << r << " chunk " << c;
+            }
+        }
+    }
+}
+
 TEST(CudaOps, QuantizeActivationsBitExact) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(2718);
@@ -396,9 +469,10 @@ TEST(CudaOps, RmsNormQuantized) {
 // GEMV on 8-bit activations vs its twin (quant_ref weights x dequantized activations, fp64):
 // |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 as for the fp32 GEMV.
 void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t cols, int n_tok, MatOut out,
-                      std::mt19937& rng) {
+                      std::mt19937& rng, cuda::WeightLayout layout = cuda::WeightLayout::Rows) {
     SCOPED_TRACE(std::string(type_name(type)) + " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok) +
-                 " segs=" + std::to_string(n_seg) + " out=" + std::to_string(static_cast<int>(out)));
+                 " segs=" + std::to_string(n_seg) + " out=" + std::to_string(static_cast<int>(out)) +
+                 (layout == cuda::WeightLayout::Tiles ? " tiles" : ""));
     std::vector<float> x;
     for (int t = 0; t < n_tok; ++t) {
         const std::vector<float> xt = random_activations(cols, rng);
@@ -424,7 +498,7 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
     std::vector<uint8_t> w2;
     if (out == MatOut::SwiGLU) {
         w2 = random_matrix(type, seg_rows[0], cols, rng);
-        dw2 = std::make_unique<DevBuf<uint8_t>>(w2);
+        dw2 = std::make_unique<DevBuf<uint8_t>>(device_bytes(type, layout, w2, seg_rows[0], cols));
     }
     for (int sgi = 0; sgi < n_seg; ++sgi) {
         const int64_t rows = seg_rows[sgi];
@@ -455,7 +529,7 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
                 mag[t * rows + r] = static_cast<float>(m);
             }
         }
-        dws.push_back(std::make_unique<DevBuf<uint8_t>>(ws.back()));
+        dws.push_back(std::make_unique<DevBuf<uint8_t>>(device_bytes(type, layout, ws.back(), rows, cols)));
         dys.push_back(std::make_unique<DevBuf<float>>(ny));
         if (out == MatOut::Add) dys.back()->upload(y0);
         else dys.back()->poison();
@@ -464,11 +538,12 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
         wp[sgi] = dws.back()->get();
         yp[sgi] = dys.back()->get();
     }
+    const cuda::WeightFormat fmt(type, layout);
     if (n_seg == 1) {
-        cuda::launch_gemv_q8(type, wp[0], dw2 ? dw2->get() : nullptr, seg_rows[0], cols, dxq.get(), n_tok, yp[0], out,
+        cuda::launch_gemv_q8(fmt, wp[0], dw2 ? dw2->get() : nullptr, seg_rows[0], cols, dxq.get(), n_tok, yp[0], out,
                              nullptr);
     } else {
-        cuda::launch_gemv_q8_multi(type, n_seg, wp, seg_rows, yp, cols, dxq.get(), n_tok, nullptr);
+        cuda::launch_gemv_q8_multi(fmt, n_seg, wp, seg_rows, yp, cols, dxq.get(), n_tok, nullptr);
     }
     for (int sgi = 0; sgi < n_seg; ++sgi) {
         const std::vector<float> got = dys[static_cast<size_t>(sgi)]->download();
@@ -519,6 +594,30 @@ TEST(CudaOps, GemvQ8EveryTypeAndEpilogue) {
     // per row), Q4_K 9,728 columns (several batches per lane, several warps per row).
     run_gemv_q8_case(GgmlType::Q6_K, 1, r130, 2560, 1, MatOut::SwiGLU, rng);
     run_gemv_q8_case(GgmlType::Q4_K, 1, r37, 9728, 1, MatOut::SwiGLU, rng);
+}
+
+// The tiled GEMV (Q4_K, Q6_K) against its twin (gemv_q8_ref on the file layout): one, two and
+// four warps per 8-row group, a block-column walk that ends mid-batch, Store, Add and SwiGLU,
+// 1..4 tokens, and Q/K/V segments in one launch.
+TEST(CudaOps, GemvQ8Tiles) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(515);
+    const auto T = cuda::WeightLayout::Tiles;
+    const int64_t r64[1] = {64}, r16[1] = {16}, r16992[1] = {16992}, r1024[1] = {1024}, r40[1] = {40};
+    const int64_t qkv[3] = {2048, 512, 512}, qkv_small[3] = {64, 16, 8}, two[2] = {8, 40};
+    for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        run_gemv_q8_case(q, 1, r64, 2560, 1, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 1, r16, 768, 2, MatOut::Add, rng, T);
+        run_gemv_q8_case(q, 1, r16992, 512, 1, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 1, r1024, 2560, 4, MatOut::Add, rng, T);
+        run_gemv_q8_case(q, 1, r40, 9728, 3, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 1, r64, 2560, 1, MatOut::SwiGLU, rng, T);
+        run_gemv_q8_case(q, 1, r1024, 768, 4, MatOut::SwiGLU, rng, T);
+        run_gemv_q8_case(q, 1, r40, 9728, 2, MatOut::SwiGLU, rng, T);
+        run_gemv_q8_case(q, 3, qkv, 2560, 1, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 3, qkv_small, 1280, 3, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 2, two, 512, 4, MatOut::Store, rng, T);
+    }
 }
 
 // ------------------------------------------------------------------------------- Q/K/V post + KV store
