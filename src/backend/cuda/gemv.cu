@@ -8,7 +8,6 @@
 // one warp reduction per token at the end; the epilogue stores, adds (residual) or applies
 // SwiGLU with a second weight matrix read in the same pass.
 #include <algorithm>
-#include <cstdlib>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -778,11 +777,15 @@ GemvQ8Args gemv_q8_args(GgmlType type, int64_t cols, const void* xq, int n_tok, 
 
 namespace {
 
-// Tiles per batch of the tiled GEMV (loaded before any is used): four for one matrix, fewer when
-// gate and up are read side by side (Q6_K's eight parts per tile row take more registers).
-template <GgmlType T, bool SW>
+// Tiles per batch of the tiled GEMV (loaded before any is used), as measured on the H200
+// (docs/gpu_speed_notes.md): four for Q4_K; for Q6_K four when four warps share a group's columns
+// and two when one or two do (a row of 10 blocks in batches of 4 wastes a sixth of the slots:
+// qwen3-4b's output matrix 93.5 -> 82.4 us); fewer when gate and up are read side by side.
+// SHARED: four warps share a group's columns (ks = 4).
+template <GgmlType T, bool SW, bool SHARED>
 constexpr int tiled_batch() {
-    return SW ? (T == GgmlType::Q4_K ? 2 : 1) : 4;
+    if (SW) return T == GgmlType::Q4_K ? 2 : 1;
+    return T == GgmlType::Q4_K || SHARED ? 4 : 2;
 }
 
 // n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout.
@@ -813,19 +816,9 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
     const bool ok = dispatch_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         auto launch = [&](auto kernel) { kernel<<<grid, GEMV_Q8_WARPS * WARP, 0, as_stream(stream)>>>(a); };
-        auto by_tokens = [&](auto sw_tag) {
+        auto by_tokens = [&](auto sw_tag, auto shared_tag) {
             constexpr bool SW = decltype(sw_tag)::value;
-            constexpr int U = tiled_batch<T, SW>();
-            static const char* wip = std::getenv("JLLM_WIP_TILES_U2");  // WIP: U = 2 without SwiGLU
-            if (!SW && wip != nullptr && wip[0] == '1') {
-                switch (n_tok) {
-                    case 1: launch(kernel_gemv_q8_tiled<T, 1, 2, SW>); break;
-                    case 2: launch(kernel_gemv_q8_tiled<T, 2, 2, SW>); break;
-                    case 3: launch(kernel_gemv_q8_tiled<T, 3, 2, SW>); break;
-                    default: launch(kernel_gemv_q8_tiled<T, 4, 2, SW>); break;
-                }
-                return;
-            }
+            constexpr int U = tiled_batch<T, SW, decltype(shared_tag)::value>();
             switch (n_tok) {
                 case 1: launch(kernel_gemv_q8_tiled<T, 1, U, SW>); break;
                 case 2: launch(kernel_gemv_q8_tiled<T, 2, U, SW>); break;
@@ -833,8 +826,9 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
                 default: launch(kernel_gemv_q8_tiled<T, 4, U, SW>); break;
             }
         };
-        if (sw) by_tokens(std::true_type{});
-        else by_tokens(std::false_type{});
+        const bool shared = a.ks >= GEMV_Q8_WARPS;
+        if (sw) shared ? by_tokens(std::true_type{}, std::true_type{}) : by_tokens(std::true_type{}, std::false_type{});
+        else shared ? by_tokens(std::false_type{}, std::true_type{}) : by_tokens(std::false_type{}, std::false_type{});
     });
     if (!ok) throw JllmError(std::string("cuda: no tiled layout for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemv_q8_tiled");
