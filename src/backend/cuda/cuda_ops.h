@@ -39,7 +39,7 @@ enum class WeightLayout : uint8_t { Rows, Tiles };
 struct WeightFormat {
     GgmlType type;
     WeightLayout layout;
-    WeightFormat(GgmlType t, WeightLayout l = WeightLayout::Rows) : type(t), layout(l) {}  // NOLINT: implicit
+    WeightFormat(GgmlType t, WeightLayout l = WeightLayout::Rows) : type(t), layout(l) {}  // implicit on purpose
     bool tiled() const { return layout == WeightLayout::Tiles; }
 };
 // Whether a rows x cols matrix of `type` can take the tiled layout.
