@@ -546,7 +546,7 @@ void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, i
 
 void CudaBackend::qkv_q8(const DevLayer& L, int n) {
     // Consecutive projections of one type and layout share a launch (all three in Q4_K_M's Q4_K
-    // layers; tiled Q6_K matrices take one launch each).
+    // layers).
     const DevWeight* ws[3] = {&L.wq, &L.wk, &L.wv};
     float* ys[3] = {q_, k_, v_};
     for (int i = 0; i < 3;) {
