@@ -49,6 +49,10 @@ void to_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t c
 void from_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols);
 // The kernels' decoder of the tiled layout on the host (tests): elements [32c, 32c + 32) of row r.
 void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int64_t r, int64_t c, float* out);
+// The GEMM's staging of one tile (its 16-byte units permuted over the banks) and the decoder of
+// chunk j of row i from the staged copy, on the host (tests).
+void stage_tile_host(GgmlType type, const void* tile, void* staged);
+void dequant_chunk_staged_host(GgmlType type, const void* staged, int i, int j, float* out);
 
 // ---- matrix products: y[n_tok][rows] = W[rows][cols] x[n_tok][cols] ----
 // W in either layout (above); cols is a multiple of 32 (every block size divides it or equals
@@ -120,6 +124,10 @@ void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, con
 // Twin: dequantized weights (quant_ref) times the dequantized activations (d * q), fp64 sums.
 void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                  int n_tok, float* y, MatOut out);
+// The tiled GEMV's per-lane arithmetic (load, dot) run on the host over every lane of every row
+// (tests): y[n_tok][rows] (Store) from tiles (rows a multiple of 8) and xq (act_q8, 16-byte aligned).
+void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok,
+                        float* y);
 // The kernels' int8 chunk decoder run on the host (tests): q[32] as integers, a[2], b[2].
 void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b);
 

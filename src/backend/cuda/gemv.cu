@@ -154,7 +154,7 @@ struct GemvUnit<GgmlType::Q4_K> {
 };
 
 // acc + the dot product of 16 int8 weights (4 words at q) and 16 activation bytes.
-__device__ __forceinline__ int dot4(const uint32_t* q, uint4 x, int acc) {
+__host__ __device__ __forceinline__ int dot4(const uint32_t* q, uint4 x, int acc) {
     return dp4a_i8(q[3], x.w, dp4a_i8(q[2], x.z, dp4a_i8(q[1], x.y, dp4a_i8(q[0], x.x, acc))));
 }
 __device__ __forceinline__ int dot8(const uint32_t* q, uint4 x0, uint4 x1) { return dot4(q + 4, x1, dot4(q, x0, 0)); }
@@ -482,21 +482,21 @@ struct TileLane<GgmlType::Q6_K> {
     static constexpr int HI = 64;  // columns from the low to the high nibbles' weights
     uint4 ql, qh, sc;
     uint32_t dh;
-    __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
+    __host__ __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
         ql = ld16(tile + F::QL + 128 * i + 16 * p);
         qh = ld16(tile + F::QH + 64 * i + 32 * (p / 4) + 16 * (p % 2));
         sc = ld16(tile + F::SC + 16 * i);
         dh = ld_u16(tile + F::D + 2 * i);
     }
-    static __device__ __forceinline__ int col(int p) { return 128 * (p / 4) + 16 * (p % 4); }
+    static __host__ __device__ __forceinline__ int col(int p) { return 128 * (p / 4) + 16 * (p % 4); }
     // x_lo/x_hi: the 16 activations of each half; s_lo/s_hi: their q8 blocks' (d, sums).
-    __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
+    __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
         const int lsh = (p % 4) < 2 ? 0 : 2;  // qh bits of the low nibbles (of the high: lsh + 4)
         const int sc_lo = 8 * (p / 4) + p % 4;  // scale of the low nibbles' 16 weights (high: + 4)
         const uint32_t wl[4] = {ql.x, ql.y, ql.z, ql.w};
         const uint32_t wh[4] = {qh.x, qh.y, qh.z, qh.w};
         uint32_t q_lo[4], q_hi[4];
-#pragma unroll
+        JLLM_UNROLL
         for (int k = 0; k < 4; ++k) {
             q_lo[k] = bytes_minus<32>((wl[k] & 0x0F0F0F0Fu) | (((wh[k] >> lsh) & 0x03030303u) << 4));
             q_hi[k] = bytes_minus<32>(((wl[k] >> 4) & 0x0F0F0F0Fu) | (((wh[k] >> (lsh + 4)) & 0x03030303u) << 4));
@@ -514,15 +514,15 @@ struct TileLane<GgmlType::Q4_K> {
     using F = TileFmt<GgmlType::Q4_K>;
     static constexpr int HI = 32;
     uint4 qs, hd;
-    __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
+    __host__ __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
         qs = ld16(tile + F::QS + 128 * i + 16 * p);
         hd = ld16(tile + F::HDR + 16 * i);
     }
-    static __device__ __forceinline__ int col(int p) { return 64 * (p / 2) + 16 * (p % 2); }
-    __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
+    static __host__ __device__ __forceinline__ int col(int p) { return 64 * (p / 2) + 16 * (p % 2); }
+    __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
         const uint32_t wq[4] = {qs.x, qs.y, qs.z, qs.w};
         uint32_t q_lo[4], q_hi[4];
-#pragma unroll
+        JLLM_UNROLL
         for (int k = 0; k < 4; ++k) {
             q_lo[k] = wq[k] & 0x0F0F0F0Fu;
             q_hi[k] = (wq[k] >> 4) & 0x0F0F0F0Fu;
@@ -740,6 +740,55 @@ void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int
     JLLM_ASSERT(cols % 256 == 0 && r >= 0 && c >= 0 && c < cols / 32);
     const bool ok = dispatch_tiled_type(type, [&](auto tag) {
         chunk_of<decltype(tag)::value, true>(static_cast<const uint8_t*>(base), 0, cols / 256, r, c, out);
+    });
+    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
+}
+
+void stage_tile_host(GgmlType type, const void* tile, void* staged) {
+    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+        using F = TileFmt<decltype(tag)::value>;
+        for (int o = 0; o < F::BYTES / 16; ++o) {
+            std::memcpy(static_cast<uint8_t*>(staged) + 16 * F::staged_unit(o), static_cast<const uint8_t*>(tile) + 16 * o,
+                        16);
+        }
+    });
+    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
+}
+
+void dequant_chunk_staged_host(GgmlType type, const void* staged, int i, int j, float* out) {
+    JLLM_ASSERT(i >= 0 && i < TILE_ROWS && j >= 0 && j < 8);
+    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+        tile_chunk<decltype(tag)::value, true>(static_cast<const uint8_t*>(staged), i, j, out);
+    });
+    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
+}
+
+void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok,
+                        float* y) {
+    JLLM_ASSERT(tiles_fit(type, rows, cols) && n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS);
+    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+        constexpr GgmlType T = decltype(tag)::value;
+        using L = TileLane<T>;
+        const int64_t nb = cols / 256, n_chunks = cols / 32;
+        const uint8_t* w = static_cast<const uint8_t*>(tiles);
+        const uint8_t* q = static_cast<const uint8_t*>(xq);
+        const float4* xs = reinterpret_cast<const float4*>(q + act_q8_scales_at(n_tok, cols));
+        for (int t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* tile = tile_of<T>(w, nb, r, b * 8);
+                    for (int p = 0; p < 8; ++p) {  // the lanes of the row
+                        L lane;
+                        lane.load(tile, static_cast<int>(r % TILE_ROWS), p);
+                        const int64_t c = b * 256 + L::col(p);
+                        const uint4 x_lo = ld16(q + t * cols + c), x_hi = ld16(q + t * cols + c + L::HI);
+                        acc += lane.dot(p, x_lo, x_hi, xs[t * n_chunks + c / 32], xs[t * n_chunks + (c + L::HI) / 32]);
+                    }
+                }
+                y[t * rows + r] = acc;
+            }
+        }
     });
     if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
 }

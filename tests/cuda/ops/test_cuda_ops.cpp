@@ -27,6 +27,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -413,6 +414,59 @@ TEST(CudaOps, TilesDecodeAsTheFileLayoutOnHost) {
                 float got[32];
                 cuda::dequant_chunk_tiled_host(type, t, cols, r, c, got);
                 ASSERT_EQ(std::memcmp(got, ref.data() + c * 32, sizeof got), 0) << "row " << r << " chunk " << c;
+            }
+        }
+        // The GEMM's staged copy of a tile (units permuted over the banks) decodes the same.
+        const int64_t tile_bytes = static_cast<int64_t>(row_size(type, 256)) * 8, nb = cols / 256;
+        std::vector<uint8_t> staged(static_cast<size_t>(tile_bytes) + 16);
+        uint8_t* st = staged.data() + (16 - reinterpret_cast<uintptr_t>(staged.data()) % 16) % 16;
+        for (int64_t tile = 0; tile < rows / 8 * nb; ++tile) {
+            cuda::stage_tile_host(type, t + tile * tile_bytes, st);
+            const int64_t g = tile / nb, b = tile % nb;
+            for (int i = 0; i < 8; ++i) {
+                for (int j = 0; j < 8; ++j) {
+                    float got[32], want[32];
+                    cuda::dequant_chunk_staged_host(type, st, i, j, got);
+                    cuda::dequant_chunk_tiled_host(type, t, cols, g * 8 + i, b * 8 + j, want);
+                    ASSERT_EQ(std::memcmp(got, want, sizeof got), 0) << "tile " << tile << " row " << i << " chunk " << j;
+                }
+            }
+        }
+    }
+}
+
+// The tiled GEMV's per-lane arithmetic (each lane's loads, columns, scales and offsets), run on
+// the host over every lane, against its twin gemv_q8_ref on the file's layout: |y - ref| <=
+// 1e-4 * sum_i |w_i x_i| + 1e-6 as the GPU tests. Needs no GPU.
+TEST(CudaOps, GemvQ8TilesLanesOnHost) {
+    std::mt19937 rng(717);
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        for (const auto& [rows, cols, n_tok] : {std::tuple<int64_t, int64_t, int>{24, 768, 1}, {16, 2560, 3},
+                                                 {8, 256, 4}, {40, 1280, 2}}) {
+            SCOPED_TRACE(std::string(type_name(type)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                         " n_tok=" + std::to_string(n_tok));
+            const std::vector<uint8_t> w = random_matrix(type, rows, cols, rng);
+            std::vector<float> x;
+            for (int t = 0; t < n_tok; ++t) {
+                const std::vector<float> xt = random_activations(cols, rng);
+                x.insert(x.end(), xt.begin(), xt.end());
+            }
+            std::vector<uint8_t> xq(cuda::act_q8_bytes(n_tok, cols));  // operator new: 16-byte aligned
+            cuda::quantize_act_ref(x.data(), n_tok, cols, xq.data());
+            const size_t ny = static_cast<size_t>(rows) * n_tok;
+            std::vector<float> ref(ny), got(ny, NAN);
+            cuda::gemv_q8_ref(type, w.data(), nullptr, rows, cols, xq.data(), n_tok, ref.data(), MatOut::Store);
+            const std::vector<uint8_t> tiles = device_bytes(type, cuda::WeightLayout::Tiles, w, rows, cols);
+            cuda::gemv_q8_tiled_host(type, tiles.data(), rows, cols, xq.data(), n_tok, got.data());
+            const size_t rb = row_size(type, cols);
+            for (int64_t r = 0; r < rows; ++r) {
+                const std::vector<float> wr = dequantize(type, w.data() + r * rb, cols);
+                for (int t = 0; t < n_tok; ++t) {
+                    double mag = 0.0;
+                    for (int64_t i = 0; i < cols; ++i) mag += std::fabs(static_cast<double>(wr[i]) * x[t * cols + i]);
+                    const size_t k = static_cast<size_t>(t * rows + r);
+                    ASSERT_LE(std::fabs(static_cast<double>(got[k]) - ref[k]), 1e-4 * mag + 1e-6) << "row " << r << " token " << t;
+                }
             }
         }
     }
