@@ -330,8 +330,9 @@ int main(int argc, char** argv) {
     auto* f16 = app.add_flag("--fp16-kv", o.fp16_kv, "Same as --kv-type fp16");
     i8->excludes(f16);
     app.add_option("--weights", o.weights,
-                   "GPU weight placement: copy to device memory, or mapped (read in place from the file; "
-                   "default on integrated GPUs). The CPU always reads the mapped file")
+                   "GPU weight placement: copy to device memory (Q4_K/Q6_K in the GPU's tiled layout, the "
+                   "faster kernels), or mapped (read in place from the file; default on integrated GPUs). "
+                   "The CPU always reads the mapped file")
         ->check(CLI::IsMember({"auto", "copy", "mapped"}))->capture_default_str();
     app.add_option("--device", o.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->capture_default_str();

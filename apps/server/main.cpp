@@ -191,7 +191,10 @@ int main(int argc, char** argv) {
     auto* f16 = app.add_flag("--fp16-kv", fp16_kv, "Same as --kv-type fp16");
     i8->excludes(f16);
     app.add_option("--device", device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-    app.add_option("--weights", weights, "Weight placement")->check(CLI::IsMember({"auto", "copy", "mapped"}))
+    app.add_option("--weights", weights,
+                   "GPU weight placement: copy (Q4_K/Q6_K in the tiled layout) or mapped (in place; auto: mapped "
+                   "on integrated GPUs)")
+        ->check(CLI::IsMember({"auto", "copy", "mapped"}))
         ->capture_default_str();
     app.add_option("--mem-margin", o.engine.mem_margin_mb, "Memory kept free (MB)")->capture_default_str()
         ->check(CLI::Range(0, 1 << 20));
