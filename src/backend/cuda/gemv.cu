@@ -684,6 +684,12 @@ bool gemv_q8_type_supported(GgmlType type) {
 
 namespace {
 
+// f(tag) for a type with a tiled layout; an error naming the type otherwise.
+template <typename F>
+void with_tiled_type(GgmlType type, F&& f) {
+    if (!dispatch_tiled_type(type, f)) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
+}
+
 // Copies the parts of every block between the file's layout (rows of blocks) and the tiled one;
 // to_tiles: file -> tiles, else tiles -> file.
 void tiles_copy(GgmlType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, bool to_tiles) {
@@ -738,35 +744,32 @@ void from_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t
 
 void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int64_t r, int64_t c, float* out) {
     JLLM_ASSERT(cols % 256 == 0 && r >= 0 && c >= 0 && c < cols / 32);
-    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+    with_tiled_type(type, [&](auto tag) {
         chunk_of<decltype(tag)::value, true>(static_cast<const uint8_t*>(base), 0, cols / 256, r, c, out);
     });
-    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
 }
 
 void stage_tile_host(GgmlType type, const void* tile, void* staged) {
-    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+    with_tiled_type(type, [&](auto tag) {
         using F = TileFmt<decltype(tag)::value>;
         for (int o = 0; o < F::BYTES / 16; ++o) {
             std::memcpy(static_cast<uint8_t*>(staged) + 16 * F::staged_unit(o), static_cast<const uint8_t*>(tile) + 16 * o,
                         16);
         }
     });
-    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
 }
 
 void dequant_chunk_staged_host(GgmlType type, const void* staged, int i, int j, float* out) {
     JLLM_ASSERT(i >= 0 && i < TILE_ROWS && j >= 0 && j < 8);
-    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+    with_tiled_type(type, [&](auto tag) {
         tile_chunk<decltype(tag)::value, true>(static_cast<const uint8_t*>(staged), i, j, out);
     });
-    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
 }
 
 void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok,
                         float* y) {
     JLLM_ASSERT(tiles_fit(type, rows, cols) && n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS);
-    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+    with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         using L = TileLane<T>;
         const int64_t nb = cols / 256, n_chunks = cols / 32;
@@ -790,7 +793,6 @@ void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t 
             }
         }
     });
-    if (!ok) throw JllmError(std::string("cuda: no tiled layout for type ") + type_name(type));
 }
 
 void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b) {
@@ -862,7 +864,7 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
     const int groups_per_block = GEMV_Q8_WARPS / a.ks;
     const dim3 grid(static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block));
     const bool sw = out == MatOut::SwiGLU;
-    const bool ok = dispatch_tiled_type(type, [&](auto tag) {
+    with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         auto launch = [&](auto kernel) { kernel<<<grid, GEMV_Q8_WARPS * WARP, 0, as_stream(stream)>>>(a); };
         auto by_tokens = [&](auto sw_tag, auto shared_tag) {
@@ -879,7 +881,6 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
         if (sw) shared ? by_tokens(std::true_type{}, std::true_type{}) : by_tokens(std::true_type{}, std::false_type{});
         else shared ? by_tokens(std::false_type{}, std::true_type{}) : by_tokens(std::false_type{}, std::false_type{});
     });
-    if (!ok) throw JllmError(std::string("cuda: no tiled layout for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemv_q8_tiled");
 }
 
