@@ -27,7 +27,6 @@
 #include <map>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backend/cpu/rope.h"
@@ -311,7 +310,6 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
 
     mapped_ = placement == WeightPlacement::Mapped || (placement == WeightPlacement::Auto && prop_.integrated);
     std::unordered_map<const uint8_t*, const uint8_t*> dev;  // host bytes -> device bytes
-    std::unordered_set<const uint8_t*> tiled;  // host bytes whose device copy is in tiles
     if (mapped_) {
         uintptr_t lo = UINTPTR_MAX, hi = 0;
         for (const WeightTensor* w : all) {
@@ -364,7 +362,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         }
         uint8_t* buf = static_cast<uint8_t*>(alloc(total));
         size_t off = 0;
-        std::vector<uint8_t> tiles;  // a matrix in the tiled layout, on its way to the device
+        std::vector<uint8_t> tiles;  // a matrix in the tiled layout (tiles_fit), on its way to the device
         for (auto& kv : dev) {
             // find the size of this tensor (first tensor with this data pointer)
             const WeightTensor* w = *std::find_if(all.begin(), all.end(), [&](const WeightTensor* t) {
@@ -375,7 +373,6 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
                 tiles.resize(w->nbytes);
                 cuda::to_tiles(w->type, w->data, tiles.data(), w->rows, w->cols);
                 src = tiles.data();
-                tiled.insert(w->data);
             }
             JLLM_CUDA_CHECK(cudaMemcpy(buf + off, src, w->nbytes, cudaMemcpyHostToDevice));
             kv.second = buf + off;
@@ -391,7 +388,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         d.cols = w.cols;
         d.rows = w.rows;
         d.host = w.data;
-        if (tiled.count(w.data) != 0) d.layout = WeightLayout::Tiles;
+        if (!mapped_ && cuda::tiles_fit(w.type, w.rows, w.cols)) d.layout = WeightLayout::Tiles;  // as copied above
         return d;
     };
     token_embd_ = bind(weights.token_embd);

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "quant/quant_blocks.h"
@@ -762,25 +763,28 @@ struct ChunkQ8<GgmlType::Q6_K> {
 // (64-byte) part permuted, unit x of row i at x ^ (i mod 8) (x ^ (i mod 4)), so the rows of a
 // tile, 128 bytes apart, do not all fall on the same banks (SWZ below).
 constexpr int TILE_ROWS = 8;
+
+// Where the GEMM stages unit o of a part that starts at unit `first` with `per_row` units per row
+// (8 or 4): unit x of row i at x ^ (i mod per_row), as tile_unit<true> reads it.
+__host__ __device__ __forceinline__ int staged_part_unit(int o, int first, int per_row) {
+    const int u = o - first;
+    return first + (u & ~(per_row - 1)) + ((u ^ (u / per_row)) & (per_row - 1));
+}
+
 template <GgmlType T>
 struct TileFmt;
 template <>
 struct TileFmt<GgmlType::Q6_K> {
     static constexpr int QL = 0, QH = 8 * 128, SC = 8 * 192, D = 8 * 208, BYTES = 8 * 210;
-    // Where the GEMM stages the tile's 16-byte unit o (in units).
+    // Where the GEMM stages the tile's 16-byte unit o (in units): ql and qh permuted.
     static __host__ __device__ __forceinline__ int staged_unit(int o) {
-        if (o < 64) return (o & ~7) | ((o ^ (o >> 3)) & 7);
-        if (o < 96) return 64 + (((o - 64) & ~3) | (((o - 64) ^ ((o - 64) >> 2)) & 3));
-        return o;
+        return o < 64 ? staged_part_unit(o, 0, 8) : (o < 96 ? staged_part_unit(o, 64, 4) : o);
     }
 };
 template <>
 struct TileFmt<GgmlType::Q4_K> {
     static constexpr int HDR = 0, QS = 8 * 16, BYTES = 8 * 144;
-    static __host__ __device__ __forceinline__ int staged_unit(int o) {
-        if (o < 8) return o;
-        return 8 + (((o - 8) & ~7) | (((o - 8) ^ ((o - 8) >> 3)) & 7));
-    }
+    static __host__ __device__ __forceinline__ int staged_unit(int o) { return o < 8 ? o : staged_part_unit(o, 8, 8); }
 };
 static_assert(TileFmt<GgmlType::Q6_K>::BYTES % 16 == 0 && TileFmt<GgmlType::Q4_K>::BYTES % 16 == 0, "tile sizes");
 constexpr bool has_tiles(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
@@ -835,6 +839,14 @@ bool dispatch_tiled_type(GgmlType t, F&& f) {
     else if (t == GgmlType::Q6_K) f(TypeTag<GgmlType::Q6_K>{});
     else return false;
     return true;
+}
+
+// Calls f(tag, std::bool_constant<tiled>) for a weight format the row-wise kernels and the GEMM
+// take (every dispatch_type type in the file's rows; Q4_K/Q6_K tiled); returns false otherwise.
+template <typename F>
+bool dispatch_format(GgmlType t, bool tiled, F&& f) {
+    if (tiled) return dispatch_tiled_type(t, [&](auto tag) { f(tag, std::true_type{}); });
+    return dispatch_type(t, [&](auto tag) { f(tag, std::false_type{}); });
 }
 
 // Calls f(tag) for the types with an int8 chunk decoder (every quantized type of dispatch_type,

@@ -391,20 +391,12 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
                                                                static_cast<const uint8_t*>(w2), rows, cols, geo, x,
                                                                n_tok, dst, mode);
     };
-    bool ok;
-    if (fmt.tiled()) {
-        ok = dispatch_tiled_type(type, [&](auto tag) {
-            constexpr GgmlType T = decltype(tag)::value;
-            if (wide) launch(kernel_gemm_mma<T, 128, true>);
-            else launch(kernel_gemm_mma<T, 64, true>);
-        });
-    } else {
-        ok = dispatch_type(type, [&](auto tag) {
-            constexpr GgmlType T = decltype(tag)::value;
-            if (wide) launch(kernel_gemm_mma<T, 128, false>);
-            else launch(kernel_gemm_mma<T, 64, false>);
-        });
-    }
+    const bool ok = dispatch_format(type, fmt.tiled(), [&](auto tag, auto tiled) {
+        constexpr GgmlType T = decltype(tag)::value;
+        constexpr bool TILED = decltype(tiled)::value;
+        if (wide) launch(kernel_gemm_mma<T, 128, TILED>);
+        else launch(kernel_gemm_mma<T, 64, TILED>);
+    });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
     if (split > 1) {

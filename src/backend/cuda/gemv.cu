@@ -939,12 +939,9 @@ void launch_gemv(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
                                                                  static_cast<const uint8_t*>(w2), rows, cols, rb, x,
                                                                  n_tok, y, static_cast<int>(out));
     };
-    bool ok;
-    if (fmt.tiled()) {
-        ok = dispatch_tiled_type(type, [&](auto tag) { launch(kernel_gemv<decltype(tag)::value, true>); });
-    } else {
-        ok = dispatch_type(type, [&](auto tag) { launch(kernel_gemv<decltype(tag)::value, false>); });
-    }
+    const bool ok = dispatch_format(type, fmt.tiled(), [&](auto tag, auto tiled) {
+        launch(kernel_gemv<decltype(tag)::value, decltype(tiled)::value>);
+    });
     if (!ok) throw JllmError(std::string("cuda: no GEMV kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemv");
 }
@@ -959,12 +956,9 @@ void launch_embed(WeightFormat fmt, const void* table, int64_t n_vocab, int64_t 
         kernel<<<n_tok, 128, 0, as_stream(stream)>>>(static_cast<const uint8_t*>(table), n_vocab, n_embd, rb, tokens,
                                                      out);
     };
-    bool ok;
-    if (fmt.tiled()) {
-        ok = dispatch_tiled_type(type, [&](auto tag) { launch(kernel_embed<decltype(tag)::value, true>); });
-    } else {
-        ok = dispatch_type(type, [&](auto tag) { launch(kernel_embed<decltype(tag)::value, false>); });
-    }
+    const bool ok = dispatch_format(type, fmt.tiled(), [&](auto tag, auto tiled) {
+        launch(kernel_embed<decltype(tag)::value, decltype(tiled)::value>);
+    });
     if (!ok) throw JllmError(std::string("cuda: no embedding kernel for type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_embed");
 }
