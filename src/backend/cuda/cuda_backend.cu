@@ -164,8 +164,11 @@ private:
     }
     // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
     // pos0.. (read from pos_dev on the device when it is not null: graph capture).
-    void run_layers(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens, int pos0, const int* pos_dev);
-    void layer(int il, int n_tokens, int pos0, const int* pos_dev);
+    // Past its attention the last layer runs for rows [out_first, n_tokens) only (those whose
+    // logits are asked for; all while a tap watches).
+    void run_layers(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens, int pos0, const int* pos_dev,
+                    int out_first = 0);
+    void layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first);
     void qkv_q8(const DevLayer& L, int n_tokens);
     void embed(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens);
     // Final norm of rows [first, first + n) of x into rows [0, n) of h.
@@ -533,12 +536,13 @@ void CudaBackend::embed(const int32_t* tokens, const int32_t* tokens_dev, int n_
 }
 
 void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, int n_tokens, int pos0,
-                             const int* pos_dev) {
+                             const int* pos_dev, int out_first) {
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
     embed(tokens, tokens_dev, n_tokens);
     prof("embed");
     tap("embd", -1, x_, n_tokens, c_.n_embd);
-    for (int il = 0; il < static_cast<int>(c_.n_layer); ++il) layer(il, n_tokens, pos0, pos_dev);
+    const int last = static_cast<int>(c_.n_layer) - 1;
+    for (int il = 0; il <= last; ++il) layer(il, n_tokens, pos0, pos_dev, il == last && !tap_ ? out_first : 0);
 }
 
 void CudaBackend::qkv_q8(const DevLayer& L, int n) {
@@ -564,11 +568,11 @@ void CudaBackend::qkv_q8(const DevLayer& L, int n) {
     }
 }
 
-void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
+void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first) {
     const int64_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
     const DevLayer& L = layers_[static_cast<size_t>(il)];
     DevKv& kv = kv_[static_cast<size_t>(il)];
-    const bool q8 = q8_path(n_tokens);
+    bool q8 = q8_path(n_tokens);
     float* h_tap = tap_ ? h_ : nullptr;  // the q8 path writes fp32 norms only for the tap
     if (q8) {
         cuda::launch_rmsnorm_q8(x_, L.attn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
@@ -632,41 +636,48 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev) {
     prof("attention");
     tap("attn", il, att_, n_tokens, Q);
 
+    // Rows [out_first, n_tokens) from here on. A subset takes the fp32 path: the attention wrote
+    // the 8-bit activations of all rows.
+    const int n = n_tokens - out_first;
+    if (n == 0) return;
+    float* x = x_ + out_first * E;
+    const float* att = att_ + out_first * Q;
+    if (out_first > 0) q8 = false;
     if (q8) {
-        gemv_q8(L.wo, n_tokens, x_, MatOut::Add);
+        gemv_q8(L.wo, n, x, MatOut::Add);
     } else {
-        matmul(L.wo, att_, n_tokens, x_, MatOut::Add);
+        matmul(L.wo, att, n, x, MatOut::Add);
     }
     prof("wo");
-    tap("attn_res", il, x_, n_tokens, E);
+    tap("attn_res", il, x, n, E);
     const bool fused_ffn = L.ffn_fused();
     if (q8) {
-        cuda::launch_rmsnorm_q8(x_, L.ffn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
+        cuda::launch_rmsnorm_q8(x, L.ffn_norm.f32(), h_tap, xq_, n, E, c_.rms_eps, stream_);
         if (fused_ffn) {
-            cuda::launch_gemv_q8(L.w_gate.fmt(), L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n_tokens, g_,
+            cuda::launch_gemv_q8(L.w_gate.fmt(), L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n, g_,
                                  MatOut::SwiGLU, stream_);
         } else {
-            gemv_q8(L.w_gate, n_tokens, g_, MatOut::Store);
-            gemv_q8(L.w_up, n_tokens, u_, MatOut::Store);
-            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
+            gemv_q8(L.w_gate, n, g_, MatOut::Store);
+            gemv_q8(L.w_up, n, u_, MatOut::Store);
+            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n) * c_.n_ff, stream_);
         }
-        cuda::launch_quantize_act(g_, n_tokens, c_.n_ff, xq_, stream_);
+        cuda::launch_quantize_act(g_, n, c_.n_ff, xq_, stream_);
         prof("norm + gate_up + quant");
-        gemv_q8(L.w_down, n_tokens, x_, MatOut::Add);
+        gemv_q8(L.w_down, n, x, MatOut::Add);
     } else {
-        cuda::launch_rmsnorm(x_, L.ffn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
+        cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, n, E, c_.rms_eps, stream_);
         if (fused_ffn) {
-            matmul(L.w_gate, h_, n_tokens, g_, MatOut::SwiGLU, &L.w_up);
+            matmul(L.w_gate, h_, n, g_, MatOut::SwiGLU, &L.w_up);
         } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
-            matmul(L.w_gate, h_, n_tokens, g_, MatOut::Store);
-            matmul(L.w_up, h_, n_tokens, u_, MatOut::Store);
-            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n_tokens) * c_.n_ff, stream_);
+            matmul(L.w_gate, h_, n, g_, MatOut::Store);
+            matmul(L.w_up, h_, n, u_, MatOut::Store);
+            cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n) * c_.n_ff, stream_);
         }
         prof("norm + gate_up");
-        matmul(L.w_down, g_, n_tokens, x_, MatOut::Add);
+        matmul(L.w_down, g_, n, x, MatOut::Add);
     }
     prof("down");
-    tap("out", il, x_, n_tokens, E);
+    tap("out", il, x, n, E);
 }
 
 void CudaBackend::final_norm(int first, int n) {
@@ -755,7 +766,8 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     prof("start");
     JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
-    run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr);
+    const int out_first = mode == LogitsMode::All ? 0 : (mode == LogitsMode::Last ? n_tokens - 1 : n_tokens);
+    run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr, out_first);
     if (mode == LogitsMode::Last) {
         final_norm(n_tokens - 1, 1);
         logits_rows(0, 1);

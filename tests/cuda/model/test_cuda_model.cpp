@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -445,6 +446,43 @@ private:
     std::vector<std::vector<uint8_t>> k_, v_;   // [n_ctx][n_head_kv][head_dim] int8 / fp16
     std::vector<std::vector<Half>> ks_, vs_;    // [n_ctx][n_head_kv]
 };
+
+// With LogitsMode::Last (or None) the last layer runs past its attention for the last row only
+// (none): the KV cache it leaves is bit for bit that of LogitsMode::All, and the last row's
+// logits agree with All's within the prefill bound (All takes the GEMM with fp16-rounded
+// activations for 40 rows and the dp4a GEMV for 3; the single row takes the fp32 GEMV).
+TEST(CudaModel, LastLayerRowsOnlyForRequestedLogits) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 17);
+    const int64_t V = m->config.n_vocab;
+    const std::vector<int32_t> tokens = schedule_tokens(V);
+    for (int n : {TF_PREFILL, TF_SMALL}) {
+        SCOPED_TRACE("n_tokens " + std::to_string(n));
+        std::vector<std::unique_ptr<Backend>> b;
+        for (int i = 0; i < 3; ++i) {
+            b.push_back(create_cuda_backend(m->config));
+            b.back()->bind_weights(m->weights, WeightPlacement::Copy);
+            b.back()->allocate(TF_CTX, TF_BATCH, KvType::Int8);
+        }
+        std::vector<float> all(static_cast<size_t>(n) * V), last(static_cast<size_t>(V), NAN);
+        b[0]->forward(tokens.data(), n, 0, LogitsMode::All, all.data());
+        b[1]->forward(tokens.data(), n, 0, LogitsMode::Last, last.data());
+        b[2]->forward(tokens.data(), n, 0, LogitsMode::None, nullptr);
+        double se = 0.0, sr = 0.0;
+        for (int64_t i = 0; i < V; ++i) {
+            const double r = all[static_cast<size_t>((n - 1) * V + i)], d = last[static_cast<size_t>(i)] - r;
+            se += d * d;
+            sr += r * r;
+        }
+        EXPECT_LE(std::sqrt(se / sr), 0.03);
+        KvBlob k0, k1, k2;
+        b[0]->read_kv(0, n, k0);
+        b[1]->read_kv(0, n, k1);
+        b[2]->read_kv(0, n, k2);
+        EXPECT_EQ(k0.bytes, k1.bytes);
+        EXPECT_EQ(k0.bytes, k2.bytes);
+    }
+}
 
 // Measurement knobs: a value outside the allowed ones stops the backend with an error that names
 // the knob (and leaves the knob's setting as it was).
