@@ -311,9 +311,11 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8(GemvQ8Arg
         const uint8_t* wr[R];
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-            // an invalid later row reads the first row's bytes; its sums are never stored
-            const int j = valid[i] ? i : 0;
-            wr[i] = (seg[j] == 0 ? a.w[0] : (seg[j] == 1 ? a.w[1] : a.w[2])) + lr[j] * a.row_bytes;
+            // an invalid later row reads the first row's bytes; its sums are never stored (selects,
+            // not an index computed at run time, keep seg and lr in registers)
+            const int sg = valid[i] ? seg[i] : seg[0];
+            const int64_t rr = valid[i] ? lr[i] : lr[0];
+            wr[i] = (sg == 0 ? a.w[0] : (sg == 1 ? a.w[1] : a.w[2])) + rr * a.row_bytes;
         }
         const int64_t n_units = n_chunks / GemvUnit<T>::CHUNKS;
         const int64_t step = static_cast<int64_t>(LPR) * ks;
