@@ -544,9 +544,54 @@ struct TileLane<GgmlType::Q4_K> {
 
 static_assert(GEMV_Q8_MAX_SEG == 3, "kernel_gemv_q8_tiled picks among three segments");
 
-template <GgmlType T, int NT, int U, bool SW>
+// U tiles of group g of every matrix read (w; SwiGLU: w2 too), block columns b0, b0 + ks, ..
+// (a slot past the last column loads b0's tile, unused); lane (i0, p) takes rows i0 and i0 + 4.
+// The kernel's arguments by reference: read where used (kernel parameter space), not copied into
+// registers.
+template <GgmlType T, int U, int M>
+__device__ __forceinline__ void tiled_load(TileLane<T> (&lt)[U][M][2], const uint8_t* w, const TiledArgs& a, int64_t g,
+                                           int64_t b0, int ks, int i0, int p) {
+    const int64_t nb = a.nb;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+        const int64_t tb = (g * nb + (b < nb ? b : b0)) * TileFmt<T>::BYTES;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) lt[u][m][r].load((m == 0 ? w : a.w2) + tb, i0 + 4 * r, p);
+        }
+    }
+}
+
+// acc[m][r][t] += the loaded tiles' products with token t's 8-bit activations (xq, scales xs).
+template <GgmlType T, int NT, int U, int M>
+__device__ __forceinline__ void tiled_use(const TileLane<T> (&lt)[U][M][2], const TiledArgs& a, int64_t b0, int ks,
+                                          int p, float (&acc)[M][2][NT]) {
+    using L = TileLane<T>;
+    const int64_t nb = a.nb, cols = nb * 256, n_chunks = cols / 32;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+        if (b >= nb) continue;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const int64_t c = b * 256 + L::col(p);
+            const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
+            const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
+            const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
+            const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
+            }
+        }
+    }
+}
+
+template <GgmlType T, int NT, int U, bool SW, bool PF>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
-    using F = TileFmt<T>;
     using L = TileLane<T>;
     constexpr int M = SW ? 2 : 1;  // matrices read
     __shared__ float part[GEMV_Q8_WARPS][M][TILE_ROWS][NT];
@@ -562,40 +607,51 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8_tiled(Til
     const uint8_t* w = seg == 0 ? a.w[0] : (seg == 1 ? a.w[1] : a.w[2]);
     const int kp = warp % ks;
     const int i0 = lane / 8, p = lane % 8;
-    const int64_t nb = a.nb, cols = nb * 256, n_chunks = cols / 32;
+    const int64_t nb = a.nb;
     float acc[M][2][NT];
 #pragma unroll
     for (int m = 0; m < M; ++m)
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[m][0][t] = acc[m][1][t] = 0.0f;
     if (gg < groups) {
-        for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
-            L lt[U][M][2];
+        const int64_t step = static_cast<int64_t>(U) * ks;
+        if constexpr (PF) {
+            // The next batch's loads are issued before this batch's arithmetic.
+            L cur[U][M][2], nxt[U][M][2];
+            tiled_load<T, U, M>(cur, w, a, g, kp, ks, i0, p);
+            for (int64_t b0 = kp; b0 < nb; b0 += step) {
+                if (b0 + step < nb) tiled_load<T, U, M>(nxt, w, a, g, b0 + step, ks, i0, p);
+                tiled_use<T, NT, U, M>(cur, a, b0, ks, p, acc);
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t b = b0 + static_cast<int64_t>(u) * ks;
-                const int64_t tb = (g * nb + (b < nb ? b : b0)) * F::BYTES;  // past the end: a valid tile, unused
+                for (int u = 0; u < U; ++u)
 #pragma unroll
-                for (int m = 0; m < M; ++m) {
-#pragma unroll
-                    for (int r = 0; r < 2; ++r) lt[u][m][r].load((m == 0 ? w : a.w2) + tb, i0 + 4 * r, p);
-                }
+                    for (int m = 0; m < M; ++m) cur[u][m][0] = nxt[u][m][0], cur[u][m][1] = nxt[u][m][1];
             }
+        } else {
+            // tiled_use's arithmetic written out, and the step not taken from `step`: otherwise
+            // (through the helper, with the batch declared outside this loop, or stepping by
+            // `step`) ptxas gives the one-token Q6_K SwiGLU product 56 registers and a 16-byte
+            // spill instead of 64 and none.
+            const int64_t cols = nb * 256, n_chunks = cols / 32;
+            for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
+                L lt[U][M][2];
+                tiled_load<T, U, M>(lt, w, a, g, b0, ks, i0, p);
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t b = b0 + static_cast<int64_t>(u) * ks;
-                if (b >= nb) continue;
+                for (int u = 0; u < U; ++u) {
+                    const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+                    if (b >= nb) continue;
 #pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    const int64_t c = b * 256 + L::col(p);
-                    const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
-                    const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
-                    const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
-                    const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
+                    for (int t = 0; t < NT; ++t) {
+                        const int64_t c = b * 256 + L::col(p);
+                        const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
+                        const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
+                        const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
+                        const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
 #pragma unroll
-                    for (int m = 0; m < M; ++m) {
+                        for (int m = 0; m < M; ++m) {
 #pragma unroll
-                        for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
+                            for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
+                        }
                     }
                 }
             }
@@ -830,16 +886,29 @@ GemvQ8Args gemv_q8_args(GgmlType type, int64_t cols, const void* xq, int n_tok, 
 
 namespace {
 
-// Tiles per batch of the tiled GEMV (loaded before any is used), as measured on the H200
-// (docs/gpu_speed_notes.md): four for Q4_K; for Q6_K four when four warps share a group's columns
-// and two when one or two do (a row of 10 blocks in batches of 4 wastes a sixth of the slots:
-// qwen3-4b's output matrix 93.5 -> 82.4 us); fewer when gate and up are read side by side.
+// Tiles per batch of the tiled GEMV (U) and whether the next batch's loads go out before this
+// batch's arithmetic (PF), as measured on the H200 (docs/gpu_speed_notes.md). One token, one
+// matrix at a time: PF with one tile (65536 x 8192 Q4_K 78.8% -> 91.5% of copy, Q6_K 87.4% ->
+// 90.3%; qwen3-4b tg128 +2.5%; two tiles where four warps share a group's columns, or PF for the
+// Q4_K SwiGLU product, lost 1-4% in the engine). Otherwise U tiles are loaded before any is used:
+// four for Q4_K; for Q6_K four when four warps share a group's columns and two when one or two
+// do; fewer when gate and up are read side by side.
 // SHARED: four warps share a group's columns (ks = 4).
-template <GgmlType T, bool SW, bool SHARED>
-constexpr int tiled_batch() {
-    if (SW) return T == GgmlType::Q4_K ? 2 : 1;
-    return T == GgmlType::Q4_K || SHARED ? 4 : 2;
+struct TiledBatch {
+    int u;
+    bool pf;
+};
+template <GgmlType T, int NT, bool SW, bool SHARED>
+constexpr TiledBatch tiled_batch() {
+    if (NT == 1 && !SW) return {1, true};
+    if (SW) return {T == GgmlType::Q4_K ? 2 : 1, false};
+    return {T == GgmlType::Q4_K || SHARED ? 4 : 2, false};
 }
+
+// Warp tasks (8-row groups x warps per group) the tiled GEMV aims for before it stops adding warps
+// per group (unless a warp would walk more than TILED_MAX_WALK block columns).
+constexpr int64_t TILED_TASKS = 2048;
+constexpr int64_t TILED_MAX_WALK = 16;
 
 // n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout.
 void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
@@ -861,8 +930,12 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
     a.xq = static_cast<const int8_t*>(xq);
     a.xs = reinterpret_cast<const float4*>(static_cast<const uint8_t*>(xq) + act_q8_scales_at(n_tok, cols));
     a.out_mode = static_cast<int>(out);
-    a.ks = 1;  // warps per 8-row group: more while the matrices have few groups and a warp keeps 2 columns
-    while (a.ks < GEMV_Q8_WARPS && groups * a.ks < 2048 && a.nb >= 2 * a.ks) a.ks *= 2;
+    // Warps per 8-row group: more while the matrices have few groups or a warp would walk more than
+    // TILED_MAX_WALK block columns (65536 x 8192 Q6_K: 85.6% -> 90.3% of copy), while a warp keeps 2.
+    a.ks = 1;
+    while (a.ks < GEMV_Q8_WARPS && a.nb >= 2 * a.ks && (groups * a.ks < TILED_TASKS || a.nb > TILED_MAX_WALK * a.ks)) {
+        a.ks *= 2;
+    }
     const int groups_per_block = GEMV_Q8_WARPS / a.ks;
     const dim3 grid(static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block));
     const bool sw = out == MatOut::SwiGLU;
@@ -871,12 +944,17 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
         auto launch = [&](auto kernel) { kernel<<<grid, GEMV_Q8_WARPS * WARP, 0, as_stream(stream)>>>(a); };
         auto by_tokens = [&](auto sw_tag, auto shared_tag) {
             constexpr bool SW = decltype(sw_tag)::value;
-            constexpr int U = tiled_batch<T, SW, decltype(shared_tag)::value>();
+            constexpr bool SHARED = decltype(shared_tag)::value;
+            auto go = [&](auto nt) {
+                constexpr int NT = decltype(nt)::value;
+                constexpr TiledBatch TB = tiled_batch<T, NT, SW, SHARED>();
+                launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf>);
+            };
             switch (n_tok) {
-                case 1: launch(kernel_gemv_q8_tiled<T, 1, U, SW>); break;
-                case 2: launch(kernel_gemv_q8_tiled<T, 2, U, SW>); break;
-                case 3: launch(kernel_gemv_q8_tiled<T, 3, U, SW>); break;
-                default: launch(kernel_gemv_q8_tiled<T, 4, U, SW>); break;
+                case 1: go(std::integral_constant<int, 1>{}); break;
+                case 2: go(std::integral_constant<int, 2>{}); break;
+                case 3: go(std::integral_constant<int, 3>{}); break;
+                default: go(std::integral_constant<int, 4>{}); break;
             }
         };
         const bool shared = a.ks >= GEMV_Q8_WARPS;
@@ -887,6 +965,7 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
 }
 
 }  // namespace
+
 
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream) {

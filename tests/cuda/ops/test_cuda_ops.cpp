@@ -652,12 +652,15 @@ TEST(CudaOps, GemvQ8EveryTypeAndEpilogue) {
 
 // The tiled GEMV (Q4_K, Q6_K) against its twin (gemv_q8_ref on the file layout): one, two and
 // four warps per 8-row group, a block-column walk that ends mid-batch, Store, Add and SwiGLU,
-// 1..4 tokens, and Q/K/V segments in one launch.
+// 1..4 tokens, and Q/K/V segments in one launch. One token takes the prefetching loop: a warp
+// walking ten block columns alone, and long rows (17 block columns) that get two warps per group
+// although the groups alone would not ask for them.
 TEST(CudaOps, GemvQ8Tiles) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(515);
     const auto T = cuda::WeightLayout::Tiles;
-    const int64_t r64[1] = {64}, r16[1] = {16}, r16992[1] = {16992}, r1024[1] = {1024}, r40[1] = {40};
+    const int64_t r64[1] = {64}, r16[1] = {16}, r16992[1] = {16992}, r1024[1] = {1024}, r40[1] = {40},
+                  r16384[1] = {16384};
     const int64_t qkv[3] = {2048, 512, 512}, qkv_small[3] = {64, 16, 8}, two[2] = {8, 40};
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         run_gemv_q8_case(q, 1, r64, 2560, 1, MatOut::Store, rng, T);
@@ -671,6 +674,8 @@ TEST(CudaOps, GemvQ8Tiles) {
         run_gemv_q8_case(q, 3, qkv, 2560, 1, MatOut::Store, rng, T);
         run_gemv_q8_case(q, 3, qkv_small, 1280, 3, MatOut::Store, rng, T);
         run_gemv_q8_case(q, 2, two, 512, 4, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 1, r16992, 2560, 1, MatOut::Store, rng, T);
+        run_gemv_q8_case(q, 1, r16384, 4352, 1, MatOut::Add, rng, T);
     }
 }
 
