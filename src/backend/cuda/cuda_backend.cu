@@ -158,8 +158,17 @@ private:
         return p;
     }
     void tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width);
-    void matmul(const DevWeight& w, const float* x, int n_tok, float* y, MatOut out, const DevWeight* w2 = nullptr) {
-        cuda::launch_matmul(w.fmt(), w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, n_tok, y, out, stream_,
+    // The GEMM's fp16 input: x [n_tok][cols] into xh_ when n_tok takes the GEMM (null otherwise);
+    // the products that share x read it from there.
+    const uint16_t* gemm_input(const float* x, int n_tok, int64_t cols) {
+        if (n_tok <= cuda::GEMV_MAX_TOKENS) return nullptr;
+        cuda::launch_to_f16(x, static_cast<int64_t>(n_tok) * cols, xh_, stream_);
+        return xh_;
+    }
+    // xh: gemm_input(x, ..) (the GEMM's input when n_tok takes it).
+    void matmul(const DevWeight& w, const float* x, const uint16_t* xh, int n_tok, float* y, MatOut out,
+                const DevWeight* w2 = nullptr) {
+        cuda::launch_matmul(w.fmt(), w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, xh, n_tok, y, out, stream_,
                             gemm_work_, gemm_work_floats_);
     }
     // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
@@ -205,6 +214,7 @@ private:
     float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *g_ = nullptr,
           *u_ = nullptr;
     float* logits_dev_ = nullptr;
+    uint16_t* xh_ = nullptr;  // the GEMM's fp16 input, [n_batch][max(n_embd, q_dim, n_ff)]
     float* attn_work_ = nullptr;
     int32_t* tokens_dev_ = nullptr;
     int32_t* argmax_dev_ = nullptr;
@@ -469,6 +479,9 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
         gemm_work_ = fbuf(gemm_work_floats_);
     }
     logits_dev_ = fbuf(static_cast<size_t>(LOGIT_ROWS) * c_.n_vocab);
+    const int64_t widest = std::max({c_.n_embd, c_.q_dim(), c_.n_ff});
+    const size_t xh_bytes = n_batch_ > cuda::GEMV_MAX_TOKENS ? B * static_cast<size_t>(widest) * sizeof(uint16_t) : 0;
+    if (xh_bytes > 0) xh_ = static_cast<uint16_t*>(alloc(xh_bytes));
     release_graph();  // it points into the buffers being replaced
     // Decode attention splits: one split per attention_split_keys keys of the context (a 32-key
     // tile, or a chunk of the INT8 decode kernel) up to ATTN_MAX_SPLIT of them;
@@ -499,11 +512,10 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     topk_vals_ = fbuf(static_cast<size_t>(k_max));
     topk_ids_ = static_cast<int32_t*>(alloc(static_cast<size_t>(k_max) * sizeof(int32_t)));
     if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, 2 * sizeof(int32_t)));
-    const int64_t widest = std::max({c_.n_embd, c_.q_dim(), c_.n_ff});
     const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) : 0;
     if (use_q8_) xq_ = alloc(xq_bytes);
     if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
-    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() + xq_bytes);
+    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() + xq_bytes + xh_bytes);
 }
 
 void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width) {
@@ -579,9 +591,10 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         qkv_q8(L, n_tokens);
     } else {
         cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
-        matmul(L.wq, h_, n_tokens, q_, MatOut::Store);
-        matmul(L.wk, h_, n_tokens, k_, MatOut::Store);
-        matmul(L.wv, h_, n_tokens, v_, MatOut::Store);
+        const uint16_t* hh = gemm_input(h_, n_tokens, E);
+        matmul(L.wq, h_, hh, n_tokens, q_, MatOut::Store);
+        matmul(L.wk, h_, hh, n_tokens, k_, MatOut::Store);
+        matmul(L.wv, h_, hh, n_tokens, v_, MatOut::Store);
     }
     prof("norm + qkv");
 
@@ -646,7 +659,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     if (q8) {
         gemv_q8(L.wo, n, x, MatOut::Add);
     } else {
-        matmul(L.wo, att, n, x, MatOut::Add);
+        matmul(L.wo, att, gemm_input(att, n, Q), n, x, MatOut::Add);
     }
     prof("wo");
     tap("attn_res", il, x, n, E);
@@ -666,15 +679,16 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         gemv_q8(L.w_down, n, x, MatOut::Add);
     } else {
         cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, n, E, c_.rms_eps, stream_);
+        const uint16_t* hh = gemm_input(h_, n, E);
         if (fused_ffn) {
-            matmul(L.w_gate, h_, n, g_, MatOut::SwiGLU, &L.w_up);
+            matmul(L.w_gate, h_, hh, n, g_, MatOut::SwiGLU, &L.w_up);
         } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
-            matmul(L.w_gate, h_, n, g_, MatOut::Store);
-            matmul(L.w_up, h_, n, u_, MatOut::Store);
+            matmul(L.w_gate, h_, hh, n, g_, MatOut::Store);
+            matmul(L.w_up, h_, hh, n, u_, MatOut::Store);
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n) * c_.n_ff, stream_);
         }
         prof("norm + gate_up");
-        matmul(L.w_down, g_, n, x, MatOut::Add);
+        matmul(L.w_down, g_, gemm_input(g_, n, c_.n_ff), n, x, MatOut::Add);
     }
     prof("down");
     tap("out", il, x, n, E);
@@ -697,7 +711,8 @@ void CudaBackend::logits_rows(int first, int n) {
     if (first == 0 && q8_path(n)) {  // final_norm(.., n) left these rows in xq_
         gemv_q8(output_, n, logits_dev_, MatOut::Store);
     } else {
-        matmul(output_, h_ + first * c_.n_embd, n, logits_dev_, MatOut::Store);
+        const float* h = h_ + first * c_.n_embd;
+        matmul(output_, h, gemm_input(h, n, c_.n_embd), n, logits_dev_, MatOut::Store);
     }
     prof("logits");
 }

@@ -83,11 +83,17 @@ size_t gemm_work_floats(int n_tok, int64_t rows);
 // GEMM_MAX_SPLIT parts for up to 64 tokens, two parts for a full batch (launch_gemm lowers the
 // split to what fits).
 size_t gemm_work_floats_for_batch(int n_batch, int64_t rows);
-void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+// x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16.
+void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
-// Picks GEMV or GEMM by n_tok.
+// The GEMM's input: n floats (a multiple of 4; x 16-byte, xh 8-byte aligned) as fp16, rounded to
+// nearest and saturated at +-65504 (round_f16_sat), so an outlier cannot become inf.
+void launch_to_f16(const float* x, int64_t n, uint16_t* xh, void* stream);
+// Picks GEMV (on x) or GEMM (on xh, x as fp16 by launch_to_f16; may be null up to
+// GEMV_MAX_TOKENS tokens) by n_tok.
 void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                   int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
+                   const uint16_t* xh, int n_tok, float* y, MatOut out, void* stream, float* work = nullptr,
+                   size_t work_floats = 0);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
 // Twin of launch_gemm: dequantized weights and activations rounded to fp16 as the kernel does,

@@ -5,9 +5,9 @@
 // mma.sync.m16n8k16 (fp16 inputs, fp32 accumulation) tile of (128 / WARPS_M) x 32. The raw
 // weight bytes arrive a column group ahead by cp.async (see "Weight staging" below); per step of
 // 64 columns every thread dequantizes one 32-element chunk of one weight row from there
-// (ChunkDequant, the GEMV's decoder) to fp16 in shared memory, and the activations' 64 x BN block is converted to
-// fp16 there too (saturated to +-65504, so an outlier cannot become inf); fragments come in by
-// ldmatrix. Only sm_80-class instructions (mma.sync, ldmatrix): the same code runs on SM 8.7
+// (ChunkDequant, the GEMV's decoder) to fp16 in shared memory, and the activations' 64 x BN block,
+// already fp16 in global memory (launch_to_f16: saturated to +-65504, so an outlier cannot become
+// inf), is copied there; fragments come in by ldmatrix. Only sm_80-class instructions (mma.sync, ldmatrix): the same code runs on SM 8.7
 // (Orin) and 9.0.
 // SwiGLU: the A tile interleaves 8 rows of the gate and 8 rows of the up projection per 16, so
 // each thread's accumulators c0/c1 (row g) and c2/c3 (row g + 8) are gate and up of the same
@@ -71,7 +71,7 @@ __host__ __device__ constexpr size_t gemm_tiles_bytes() {
 template <GgmlType T, int BN, bool TILED>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
-                    GemmGeom geo, const float* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
+                    GemmGeom geo, const uint16_t* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
     constexpr int GS = group_steps(T);
     constexpr int GC = GS * MMA_BK;  // columns per group
     extern __shared__ __align__(16) uint8_t smem[];
@@ -194,23 +194,18 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
         for (int s = 0; s < GS; ++s) {
             const int64_t k0 = g * GC + static_cast<int64_t>(s) * MMA_BK;
             if (k0 >= cols) break;  // block-uniform
-            // B: BN tokens x 64 columns of fp32 activations, 16 float4 per token. With 64 tokens the
-            // loads go first, so their latency overlaps the dequantization; 128 tokens' worth of
-            // registers would spill, so those load after it.
-            constexpr int BV = BN * 16 / MMA_THREADS;
-            constexpr bool EARLY_B = BN <= 64;
-            float4 xv[BV];
-            auto load_b = [&]() {
+            // B: BN tokens x 64 columns of fp16 activations, 8 x 16 bytes per token, loaded before
+            // the dequantization so their latency overlaps it.
+            constexpr int BV = BN * 8 / MMA_THREADS;
+            uint4 xv[BV];
 #pragma unroll
-                for (int j = 0; j < BV; ++j) {
-                    const int f = tid + j * MMA_THREADS;
-                    const int t = t0 + f / 16;
-                    const int64_t kk = k0 + 4 * (f % 16);
-                    xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    if (t < n_tok && kk < cols) xv[j] = __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(t) * cols + kk));
-                }
-            };
-            if (EARLY_B) load_b();
+            for (int j = 0; j < BV; ++j) {
+                const int f = tid + j * MMA_THREADS;
+                const int t = t0 + f / 8;
+                const int64_t kk = k0 + 8 * (f % 8);
+                xv[j] = make_uint4(0u, 0u, 0u, 0u);
+                if (t < n_tok && kk < cols) xv[j] = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(t) * cols + kk));
+            }
             // A: one chunk per thread, dequantized from the stage to fp16.
             {
                 const int64_t c = k0 / 32 + ah;
@@ -233,12 +228,10 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
                                         pack_half2(v[8 * i + 4], v[8 * i + 5]), pack_half2(v[8 * i + 6], v[8 * i + 7]));
                 }
             }
-            if (!EARLY_B) load_b();
 #pragma unroll
             for (int j = 0; j < BV; ++j) {
                 const int f = tid + j * MMA_THREADS;
-                *reinterpret_cast<uint2*>(&Bs[f / 16][4 * (f % 16)]) =
-                    make_uint2(pack_half2(xv[j].x, xv[j].y), pack_half2(xv[j].z, xv[j].w));
+                *reinterpret_cast<uint4*>(&Bs[f / 8][8 * (f % 8)]) = xv[j];
             }
             __syncthreads();
 #pragma unroll
@@ -347,9 +340,29 @@ size_t gemm_work_floats_for_batch(int n_batch, int64_t rows) {
                     static_cast<size_t>(2) * static_cast<size_t>(n_batch) * static_cast<size_t>(rows));
 }
 
-void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+namespace {
+
+__global__ void kernel_to_f16(const float4* __restrict__ x, int64_t n4, uint2* __restrict__ y) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    const float4 v = x[i];
+    y[i] = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+}
+
+}  // namespace
+
+void launch_to_f16(const float* x, int64_t n, uint16_t* xh, void* stream) {
+    JLLM_ASSERT(n >= 1 && n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(xh) % 8 == 0);
+    const int64_t n4 = n / 4;
+    kernel_to_f16<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, as_stream(stream)>>>(
+        reinterpret_cast<const float4*>(x), n4, reinterpret_cast<uint2*>(xh));
+    JLLM_CUDA_LAUNCH_CHECK("kernel_to_f16");
+}
+
+void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
-    JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1);
+    JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
     const GgmlType type = fmt.type;
     JLLM_ASSERT(!fmt.tiled() || (tiles_fit(type, rows, cols) && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
@@ -413,9 +426,14 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
 }
 
 void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                   int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
-    if (n_tok <= GEMV_MAX_TOKENS) launch_gemv(fmt, w, w2, rows, cols, x, n_tok, y, out, stream);
-    else launch_gemm(fmt, w, w2, rows, cols, x, n_tok, y, out, stream, work, work_floats);
+                   const uint16_t* xh, int n_tok, float* y, MatOut out, void* stream, float* work,
+                   size_t work_floats) {
+    if (n_tok <= GEMV_MAX_TOKENS) {
+        launch_gemv(fmt, w, w2, rows, cols, x, n_tok, y, out, stream);
+    } else {
+        JLLM_ASSERT(xh != nullptr);
+        launch_gemm(fmt, w, w2, rows, cols, xh, n_tok, y, out, stream, work, work_floats);
+    }
 }
 
 }  // namespace cuda

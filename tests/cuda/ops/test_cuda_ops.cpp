@@ -34,6 +34,7 @@
 #include "../../unit/cpu_kernels/kernel_test_util.h"
 #include "backend/cpu/rope.h"
 #include "backend/cuda/cuda_ops.h"
+#include "core/fp16.h"
 #include "cuda_test_util.h"
 #include "model/model_config.h"
 
@@ -137,7 +138,9 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     work.poison();
     const cuda::WeightFormat fmt(c.type, c.layout);
     if (c.gemm) {
-        cuda::launch_gemm(fmt, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr,
+        DevBuf<uint16_t> dxh(x.size());
+        cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dxh.get(), nullptr);
+        cuda::launch_gemm(fmt, dw.get(), dw2.get(), c.rows, c.cols, dxh.get(), c.n_tok, dy.get(), c.out, nullptr,
                           c.split ? work.get() : nullptr, c.split ? work.size() : 0);
     } else {
         cuda::launch_gemv(fmt, dw.get(), dw2.get(), c.rows, c.cols, dx.get(), c.n_tok, dy.get(), c.out, nullptr);
@@ -263,11 +266,34 @@ TEST(CudaOps, MatmulDispatchesBySize) {
         ref_fn(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), n_tok, ref.data(), MatOut::Store);
         DevBuf<uint8_t> dw(w);
         DevBuf<float> dx(x), dy(ref.size());
+        DevBuf<uint16_t> dxh(x.size());
+        cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dxh.get(), nullptr);
         dy.poison();
-        cuda::launch_matmul(c.type, dw.get(), nullptr, c.rows, c.cols, dx.get(), n_tok, dy.get(), MatOut::Store,
+        cuda::launch_matmul(c.type, dw.get(), nullptr, c.rows, c.cols, dx.get(),
+                            n_tok <= cuda::GEMV_MAX_TOKENS ? nullptr : dxh.get(), n_tok, dy.get(), MatOut::Store,
                             nullptr);
         const std::vector<float> got = dy.download();
         for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-3 * (1.0 + std::fabs(ref[i]))) << i;
+    }
+}
+
+// The GEMM's input conversion: every value as round_f16_sat rounds it (bit for bit), outliers
+// saturated, not inf.
+TEST(CudaOps, ToF16AsTheTwinRounds) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(77);
+    std::vector<float> x = randn(4096, rng, 3.0f);
+    const float special[] = {0.0f, -0.0f, 65504.0f, -65504.0f, 65519.0f, 65520.0f, -1e6f, 1e30f, 6e-8f, -3e-5f, 1.0f / 3};
+    for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); ++i) x[i * 7] = special[i];
+    DevBuf<float> dx(x);
+    DevBuf<uint16_t> dh(x.size());
+    cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dh.get(), nullptr);
+    const std::vector<uint16_t> h = dh.download();
+    for (size_t i = 0; i < x.size(); ++i) {
+        const float want = cuda::round_f16_sat(x[i]);
+        const float got = fp16_to_f32(h[i]);
+        ASSERT_TRUE(std::isfinite(got)) << x[i];
+        ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << "x " << x[i] << ": " << got << " vs " << want;
     }
 }
 
