@@ -7,8 +7,8 @@
 // 64 columns every thread dequantizes one 32-element chunk of one weight row from there
 // (ChunkDequant, the GEMV's decoder) to fp16 in shared memory, and the activations' 64 x BN block,
 // already fp16 in global memory (launch_to_f16: saturated to +-65504, so an outlier cannot become
-// inf), is copied there; fragments come in by ldmatrix. Only sm_80-class instructions (mma.sync, ldmatrix): the same code runs on SM 8.7
-// (Orin) and 9.0.
+// inf), is copied there; fragments come in by ldmatrix. Only sm_80-class instructions (mma.sync,
+// ldmatrix): the same code runs on SM 8.7 (Orin) and 9.0.
 // SwiGLU: the A tile interleaves 8 rows of the gate and 8 rows of the up projection per 16, so
 // each thread's accumulators c0/c1 (row g) and c2/c3 (row g + 8) are gate and up of the same
 // weight row and tokens, and silu(g) * u is formed in registers (64 output rows per block).
