@@ -455,8 +455,9 @@ void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream
 // On the tiled layout (cuda_common.cuh). A warp takes one 8-row group and every ks-th block
 // column; lane l serves rows l / 8 and l / 8 + 4 with piece p = l % 8 of each (the same columns),
 // so one activation load serves both rows, and a warp's loads of one part of a tile are
-// contiguous (Q6_K ql: 512 bytes per load instruction; Q4_K qs: 512). U tiles per batch are
-// loaded before any is used. Per tile and row:
+// contiguous (Q6_K ql: 512 bytes per load instruction; Q4_K qs: 512). Tiles go in batches of U
+// (tiled_batch): loaded before any is used, or, for one token and one matrix (PF), the next batch
+// loaded before this batch's arithmetic. Per tile and row:
 //   Q6_K: ql piece p (16 bytes: 32 weights, low nibbles at column 128 (p / 4) + 16 (p % 4), high
 //         nibbles 64 further), its qh piece, the row's scales and d;
 //   Q4_K: qs piece p (16 weights of sub-block 2 (p / 2) in its low nibbles at column
@@ -965,7 +966,6 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
 }
 
 }  // namespace
-
 
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream) {

@@ -685,23 +685,30 @@ TEST(CudaOps, GemvQ8Tiles) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(515);
     const auto T = cuda::WeightLayout::Tiles;
-    const int64_t r64[1] = {64}, r16[1] = {16}, r16992[1] = {16992}, r1024[1] = {1024}, r40[1] = {40},
-                  r16384[1] = {16384};
-    const int64_t qkv[3] = {2048, 512, 512}, qkv_small[3] = {64, 16, 8}, two[2] = {8, 40};
+    struct Case {
+        int n_seg;
+        int64_t rows[3];
+        int64_t cols;
+        int n_tok;
+        MatOut out;
+    };
+    const Case cases[] = {
+        {1, {64}, 2560, 1, MatOut::Store},
+        {1, {16}, 768, 2, MatOut::Add},
+        {1, {16992}, 512, 1, MatOut::Store},
+        {1, {1024}, 2560, 4, MatOut::Add},
+        {1, {40}, 9728, 3, MatOut::Store},
+        {1, {64}, 2560, 1, MatOut::SwiGLU},
+        {1, {1024}, 768, 4, MatOut::SwiGLU},
+        {1, {40}, 9728, 2, MatOut::SwiGLU},
+        {3, {2048, 512, 512}, 2560, 1, MatOut::Store},  // Q/K/V in one launch
+        {3, {64, 16, 8}, 1280, 3, MatOut::Store},
+        {2, {8, 40}, 512, 4, MatOut::Store},
+        {1, {16992}, 2560, 1, MatOut::Store},  // one token: a warp walks ten block columns alone
+        {1, {16384}, 4352, 1, MatOut::Add},    // long rows: two warps per group from the walk rule
+    };
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-        run_gemv_q8_case(q, 1, r64, 2560, 1, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 1, r16, 768, 2, MatOut::Add, rng, T);
-        run_gemv_q8_case(q, 1, r16992, 512, 1, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 1, r1024, 2560, 4, MatOut::Add, rng, T);
-        run_gemv_q8_case(q, 1, r40, 9728, 3, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 1, r64, 2560, 1, MatOut::SwiGLU, rng, T);
-        run_gemv_q8_case(q, 1, r1024, 768, 4, MatOut::SwiGLU, rng, T);
-        run_gemv_q8_case(q, 1, r40, 9728, 2, MatOut::SwiGLU, rng, T);
-        run_gemv_q8_case(q, 3, qkv, 2560, 1, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 3, qkv_small, 1280, 3, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 2, two, 512, 4, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 1, r16992, 2560, 1, MatOut::Store, rng, T);
-        run_gemv_q8_case(q, 1, r16384, 4352, 1, MatOut::Add, rng, T);
+        for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T);
     }
 }
 
