@@ -158,12 +158,14 @@ private:
         return p;
     }
     void tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width);
-    // The GEMM's fp16 input: x [n_tok][cols] into xh_ when n_tok takes the GEMM (null otherwise);
-    // the products that share x read it from there.
+    // The GEMM's fp16 input buffer when n_tok takes the GEMM (null otherwise); the products that
+    // share an input read it from there.
+    uint16_t* gemm_in(int n_tok) const { return n_tok > cuda::GEMV_MAX_TOKENS ? xh_ : nullptr; }
+    // x [n_tok][cols] converted into gemm_in(n_tok), for an input no kernel wrote in fp16.
     const uint16_t* gemm_input(const float* x, int n_tok, int64_t cols) {
-        if (n_tok <= cuda::GEMV_MAX_TOKENS) return nullptr;
-        cuda::launch_to_f16(x, static_cast<int64_t>(n_tok) * cols, xh_, stream_);
-        return xh_;
+        uint16_t* xh = gemm_in(n_tok);
+        if (xh != nullptr) cuda::launch_to_f16(x, static_cast<int64_t>(n_tok) * cols, xh, stream_);
+        return xh;
     }
     // xh: gemm_input(x, ..) (the GEMM's input when n_tok takes it).
     void matmul(const DevWeight& w, const float* x, const uint16_t* xh, int n_tok, float* y, MatOut out,
@@ -590,8 +592,8 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         cuda::launch_rmsnorm_q8(x_, L.attn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
         qkv_q8(L, n_tokens);
     } else {
-        cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, n_tokens, E, c_.rms_eps, stream_);
-        const uint16_t* hh = gemm_input(h_, n_tokens, E);
+        uint16_t* hh = gemm_in(n_tokens);  // the norm writes the GEMM's input too
+        cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, hh, n_tokens, E, c_.rms_eps, stream_);
         matmul(L.wq, h_, hh, n_tokens, q_, MatOut::Store);
         matmul(L.wk, h_, hh, n_tokens, k_, MatOut::Store);
         matmul(L.wv, h_, hh, n_tokens, v_, MatOut::Store);
@@ -678,8 +680,8 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         prof("norm + gate_up + quant");
         gemv_q8(L.w_down, n, x, MatOut::Add);
     } else {
-        cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, n, E, c_.rms_eps, stream_);
-        const uint16_t* hh = gemm_input(h_, n, E);
+        uint16_t* hh = gemm_in(n);
+        cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, hh, n, E, c_.rms_eps, stream_);
         if (fused_ffn) {
             matmul(L.w_gate, h_, hh, n, g_, MatOut::SwiGLU, &L.w_up);
         } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
@@ -700,7 +702,7 @@ void CudaBackend::final_norm(int first, int n) {
         cuda::launch_rmsnorm_q8(x_ + first * E, output_norm_.f32(), tap_ ? h_ : nullptr, xq_, n, E, c_.rms_eps,
                                 stream_);
     } else {
-        cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, n, E, c_.rms_eps, stream_);
+        cuda::launch_rmsnorm(x_ + first * E, output_norm_.f32(), h_, nullptr, n, E, c_.rms_eps, stream_);
     }
     tap("final_norm", -1, h_, n, E);
     prof("final_norm");

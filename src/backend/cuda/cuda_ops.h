@@ -150,7 +150,9 @@ void embed_ref(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd
                float* out);
 
 // ---- RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of n; y may alias x ----
-void launch_rmsnorm(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps, void* stream);
+// yh (optional): y as fp16 too, rounded as launch_to_f16 rounds (the GEMM's input).
+void launch_rmsnorm(const float* x, const float* w, float* y, uint16_t* yh, int n_rows, int64_t n, float eps,
+                    void* stream);
 void rmsnorm_ref(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps);
 
 // ---- after the Q/K/V projections: bias, Qwen3 Q/K-norm, RoPE, KV store ----

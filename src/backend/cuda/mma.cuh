@@ -37,11 +37,17 @@ __device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two floats as a half2 (round to nearest), saturated to +-65504 so an outlier cannot become inf.
+__device__ __forceinline__ float clamp_f16_range(float v) { return fminf(fmaxf(v, -65504.0f), 65504.0f); }
+
+// Two floats as a half2 (round to nearest), saturated to +-65504 so an outlier cannot become inf
+// (one conversion instruction for the pair).
 __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
-    const __half2 h = __floats2half2_rn(fminf(fmaxf(a, -65504.0f), 65504.0f), fminf(fmaxf(b, -65504.0f), 65504.0f));
+    const __half2 h = __floats2half2_rn(clamp_f16_range(a), clamp_f16_range(b));
     return *reinterpret_cast<const uint32_t*>(&h);
 }
+
+// One float as pack_half2 rounds it.
+__device__ __forceinline__ __half half_sat(float v) { return __float2half_rn(clamp_f16_range(v)); }
 
 }  // namespace cuda
 }  // namespace jllm

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/mma.cuh"
 #include "core/error.h"
 
 namespace jllm {
@@ -68,7 +69,7 @@ constexpr int NORM_THREADS = 256;
 
 // x, y: [n_rows][n]; w: [n]. One block per row.
 __global__ void __launch_bounds__(NORM_THREADS)
-    kernel_rmsnorm(const float* x, const float* __restrict__ w, float* y, int64_t n, float eps) {
+    kernel_rmsnorm(const float* x, const float* __restrict__ w, float* y, __half* yh, int64_t n, float eps) {
     __shared__ float red[WARP];
     const float* xr = x + blockIdx.x * n;
     float* yr = y + blockIdx.x * n;
@@ -76,7 +77,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
     ss = block_reduce<false>(ss, red);
     const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] * scale * w[i];
+        yr[i] = v;
+        if (yh != nullptr) yh[blockIdx.x * n + i] = half_sat(v);
+    }
 }
 
 // The same normalization, then each warp quantizes one 32-value block into xq (act_q8 layout of
@@ -125,9 +130,10 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
     JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm_q8");
 }
 
-void launch_rmsnorm(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps, void* stream) {
+void launch_rmsnorm(const float* x, const float* w, float* y, uint16_t* yh, int n_rows, int64_t n, float eps,
+                    void* stream) {
     JLLM_ASSERT(n_rows >= 1 && n >= 1);
-    kernel_rmsnorm<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, n, eps);
+    kernel_rmsnorm<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, reinterpret_cast<__half*>(yh), n, eps);
     JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm");
 }
 

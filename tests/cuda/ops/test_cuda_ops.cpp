@@ -363,12 +363,19 @@ TEST(CudaOps, RmsNorm) {
             std::vector<float> ref(x.size());
             cuda::rmsnorm_ref(x.data(), w.data(), ref.data(), rows, n, 1e-6f);
             DevBuf<float> dx(x), dw(w), dy(x.size());
+            DevBuf<uint16_t> dh(x.size());
             dy.poison();
-            cuda::launch_rmsnorm(dx.get(), dw.get(), dy.get(), rows, n, 1e-6f, nullptr);
+            cuda::launch_rmsnorm(dx.get(), dw.get(), dy.get(), dh.get(), rows, n, 1e-6f, nullptr);
             std::vector<float> got = dy.download();
             for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-6) << i;
-            // in place (y aliases x)
-            cuda::launch_rmsnorm(dx.get(), dw.get(), dx.get(), rows, n, 1e-6f, nullptr);
+            // the fp16 copy: each value as the GEMM's input conversion rounds it, bit for bit
+            const std::vector<uint16_t> h = dh.download();
+            for (size_t i = 0; i < got.size(); ++i) {
+                const float want = cuda::round_f16_sat(got[i]), have = fp16_to_f32(h[i]);
+                ASSERT_EQ(std::memcmp(&want, &have, sizeof(float)), 0) << i << ": " << have << " vs " << want;
+            }
+            // in place (y aliases x), no fp16 copy
+            cuda::launch_rmsnorm(dx.get(), dw.get(), dx.get(), nullptr, rows, n, 1e-6f, nullptr);
             got = dx.download();
             for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-6) << i;
         }
