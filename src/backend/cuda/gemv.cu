@@ -565,32 +565,6 @@ __device__ __forceinline__ void tiled_load(TileLane<T> (&lt)[U][M][2], const uin
     }
 }
 
-// acc[m][r][t] += the loaded tiles' products with token t's 8-bit activations (xq, scales xs).
-template <GgmlType T, int NT, int U, int M>
-__device__ __forceinline__ void tiled_use(const TileLane<T> (&lt)[U][M][2], const TiledArgs& a, int64_t b0, int ks,
-                                          int p, float (&acc)[M][2][NT]) {
-    using L = TileLane<T>;
-    const int64_t nb = a.nb, cols = nb * 256, n_chunks = cols / 32;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const int64_t b = b0 + static_cast<int64_t>(u) * ks;
-        if (b >= nb) continue;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const int64_t c = b * 256 + L::col(p);
-            const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
-            const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
-            const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
-            const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
-#pragma unroll
-            for (int m = 0; m < M; ++m) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
-            }
-        }
-    }
-}
-
 template <GgmlType T, int NT, int U, bool SW, bool PF>
 __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
     using L = TileLane<T>;
@@ -615,44 +589,36 @@ __global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8_tiled(Til
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[m][0][t] = acc[m][1][t] = 0.0f;
     if (gg < groups) {
-        const int64_t step = static_cast<int64_t>(U) * ks;
-        if constexpr (PF) {
-            // The next batch's loads are issued before this batch's arithmetic.
-            L cur[U][M][2], nxt[U][M][2];
-            tiled_load<T, U, M>(cur, w, a, g, kp, ks, i0, p);
-            for (int64_t b0 = kp; b0 < nb; b0 += step) {
-                if (b0 + step < nb) tiled_load<T, U, M>(nxt, w, a, g, b0 + step, ks, i0, p);
-                tiled_use<T, NT, U, M>(cur, a, b0, ks, p, acc);
+        const int64_t cols = nb * 256, n_chunks = cols / 32;
+        // PF: the next batch's loads (into nxt) go out before this batch's arithmetic.
+        L nxt[PF ? U : 1][M][2];
+        if constexpr (PF) tiled_load<T, U, M>(nxt, w, a, g, kp, ks, i0, p);
+        for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
+            L lt[U][M][2];
+            if constexpr (PF) {
 #pragma unroll
                 for (int u = 0; u < U; ++u)
 #pragma unroll
-                    for (int m = 0; m < M; ++m) cur[u][m][0] = nxt[u][m][0], cur[u][m][1] = nxt[u][m][1];
-            }
-        } else {
-            // tiled_use's arithmetic written out, and the step not taken from `step`: otherwise
-            // (through the helper, with the batch declared outside this loop, or stepping by
-            // `step`) ptxas gives the one-token Q6_K SwiGLU product 56 registers and a 16-byte
-            // spill instead of 64 and none.
-            const int64_t cols = nb * 256, n_chunks = cols / 32;
-            for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
-                L lt[U][M][2];
+                    for (int m = 0; m < M; ++m) lt[u][m][0] = nxt[u][m][0], lt[u][m][1] = nxt[u][m][1];
+                if (b0 + static_cast<int64_t>(U) * ks < nb) tiled_load<T, U, M>(nxt, w, a, g, b0 + U * ks, ks, i0, p);
+            } else {
                 tiled_load<T, U, M>(lt, w, a, g, b0, ks, i0, p);
+            }
 #pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const int64_t b = b0 + static_cast<int64_t>(u) * ks;
-                    if (b >= nb) continue;
+            for (int u = 0; u < U; ++u) {
+                const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+                if (b >= nb) continue;
 #pragma unroll
-                    for (int t = 0; t < NT; ++t) {
-                        const int64_t c = b * 256 + L::col(p);
-                        const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
-                        const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
-                        const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
-                        const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
+                for (int t = 0; t < NT; ++t) {
+                    const int64_t c = b * 256 + L::col(p);
+                    const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
+                    const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
+                    const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
+                    const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
 #pragma unroll
-                        for (int m = 0; m < M; ++m) {
+                    for (int m = 0; m < M; ++m) {
 #pragma unroll
-                            for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
-                        }
+                        for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
                     }
                 }
             }
