@@ -5,7 +5,8 @@
 //   W_down matmul (+= residual); then the final rmsnorm and the logits of the requested rows.
 // Batches of <= GEMV_MAX_TOKENS tokens run the dp4a GEMV on 8-bit activations (when every matrix
 // is a quantized type; q8_path), larger ones the tensor-core GEMM. A single-token decode step is
-// captured once as a CUDA graph and replayed (token and position in step_dev_).
+// captured as a CUDA graph and replayed (token and position in step_dev_), one graph per
+// decode-attention split count (the splits the position needs, rounded up to a power of two).
 //
 // Device buffers (allocate()):
 //   KV, per layer: k, v [n_ctx][n_head_kv][head_dim] int8 (or fp16); k_scale, v_scale
@@ -238,8 +239,18 @@ private:
     // (copied from the pinned step_host_ by the graph's first node).
     int32_t* step_dev_ = nullptr;
     int32_t* step_host_ = nullptr;
-    cudaGraphExec_t graph_exec_ = nullptr;
+    // One graph per attention split count (graph_splits): a step runs the splits its position
+    // needs (rounded up to a power of two), not those of the whole context.
+    std::map<int, cudaGraphExec_t> graphs_;
+    int graph_splits_ = 0;  // the split count of the graph being captured (0: none)
+    int split_keys_ = 1;    // fewest keys per decode-attention split
     bool graph_failed_ = false;
+    int graph_splits(int pos) const {
+        const int need = std::min(max_split_, std::max(1, (pos + split_keys_) / split_keys_));
+        int b = 1;
+        while (b < need) b *= 2;
+        return std::min(b, max_split_);
+    }
 
     ActivationTap tap_ = nullptr;
     void* tap_ctx_ = nullptr;
@@ -502,6 +513,7 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     const int split_keys = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head),
                                                       static_cast<int>(c_.n_head_kv), static_cast<int>(c_.head_dim));
     max_split_ = std::min(split_cap, std::max(1, (n_ctx + split_keys - 1) / split_keys));
+    split_keys_ = split_keys;
     attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
                                                   max_split_));
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
@@ -645,7 +657,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     ap.n_head_kv = qp.n_head_kv;
     ap.head_dim = qp.head_dim;
     ap.work = attn_work_;
-    ap.max_split = max_split_;
+    ap.max_split = graph_splits_ > 0 ? graph_splits_ : max_split_;
     ap.out_q8 = q8 ? xq_ : nullptr;
     cuda::launch_attention(ap, stream_);
     prof("attention");
@@ -729,20 +741,26 @@ bool CudaBackend::graph_usable() const {
 }
 
 void CudaBackend::release_graph() {
-    if (graph_exec_) (void)cudaGraphExecDestroy(graph_exec_);
-    graph_exec_ = nullptr;
+    for (auto& g : graphs_) (void)cudaGraphExecDestroy(g.second);
+    graphs_.clear();
 }
 
 bool CudaBackend::decode_graph(int32_t token, int pos) {
-    if (!graph_exec_) {
+    const int splits = graph_splits(pos);
+    cudaGraphExec_t& exec = graphs_[splits];
+    if (!exec) {
         cudaGraph_t graph = nullptr;
         JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        graph_splits_ = splits;
         try {
             JLLM_CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
             run_layers(nullptr, step_dev_, 1, 0, step_dev_ + 1);
             final_norm(0, 1);
             logits_rows(0, 1);
+            graph_splits_ = 0;
         } catch (const std::exception& e) {
+            graph_splits_ = 0;
+            graphs_.erase(splits);
             (void)cudaStreamEndCapture(stream_, &graph);
             if (graph) (void)cudaGraphDestroy(graph);
             (void)cudaGetLastError();
@@ -751,11 +769,11 @@ bool CudaBackend::decode_graph(int32_t token, int pos) {
             return false;
         }
         JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-        const cudaError_t e = cudaGraphInstantiate(&graph_exec_, graph, 0);
+        const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
         (void)cudaGraphDestroy(graph);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            graph_exec_ = nullptr;
+            graphs_.erase(splits);
             log_msg(LogLevel::Warn, "cuda: decode graph instantiation failed (%s); running without graphs",
                     cudaGetErrorName(e));
             graph_failed_ = true;
@@ -765,7 +783,7 @@ bool CudaBackend::decode_graph(int32_t token, int pos) {
     // The previous step has completed (forward() synchronizes), so the pinned words are free.
     step_host_[0] = token;
     step_host_[1] = pos;
-    JLLM_CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_));
+    JLLM_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     return true;
 }
 

@@ -484,6 +484,39 @@ TEST(CudaModel, LastLayerRowsOnlyForRequestedLogits) {
     }
 }
 
+// Decode graphs: one per attention split count (the splits a position needs, rounded up to a
+// power of two), each captured on first use. With 32 keys per split (JLLM_CUDA_ATTN_WARPS=1)
+// 170 single-token steps cross the graphs of 1, 2, 4 and 7 splits; every step's logits match the
+// CPU backend's.
+TEST(CudaModel, DecodeGraphPerSplitCount) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 17);
+    const int64_t V = m->config.n_vocab;
+    constexpr int n_ctx = 200, n_prefill = 20, n_pos = 190;
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    std::vector<int32_t> tokens(n_pos);
+    for (int32_t& t : tokens) t = tok(rng);
+    auto run = [&](Backend& b) {
+        std::vector<float> logits(static_cast<size_t>(n_pos) * V, NAN);
+        b.forward(tokens.data(), n_prefill, 0, LogitsMode::All, logits.data());
+        for (int p = n_prefill; p < n_pos; ++p) b.forward(&tokens[p], 1, p, LogitsMode::Last, logits.data() + p * V);
+        return logits;
+    };
+    auto cpu = create_cpu_backend(m->config, 2);
+    cpu->bind_weights(m->weights, WeightPlacement::Auto);
+    cpu->allocate(n_ctx, n_prefill, KvType::Int8);
+    const std::vector<float> lc = run(*cpu);
+    ASSERT_EQ(::setenv("JLLM_CUDA_ATTN_WARPS", "1", 1), 0);
+    auto gpu = create_cuda_backend(m->config);
+    ::unsetenv("JLLM_CUDA_ATTN_WARPS");
+    gpu->bind_weights(m->weights, WeightPlacement::Copy);
+    gpu->allocate(n_ctx, n_prefill, KvType::Int8);
+    const std::vector<float> lg = run(*gpu);
+    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
+    check_logits(lc, lg, n_pos, V, false, "decode graphs per split count");
+}
+
 // Measurement knobs: a value outside the allowed ones stops the backend with an error that names
 // the knob (and leaves the knob's setting as it was).
 TEST(CudaModelKnobs, BadKnobValueIsAnError) {
