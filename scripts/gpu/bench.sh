@@ -8,8 +8,10 @@
 #   kernels   jllm-bench-kernels: device copy bandwidth, decode GEMV GB/s per weight type
 #   synth     qwen3-0.6b and qwen3-4b q4_k_m (seed 42) into $JLLM_BENCH_MODELS (default
 #             /tmp/jllm-models), reused when present
-#   bench     jllm-bench --device cuda per model: -p 33,512 -n 128 -r 5, then -d 4096 -p 0 -n 128
-#             -r 3, with the measured copy bandwidth as the reference (--bw)
+#   bench     jllm-bench --device cuda per model: -p 33,512 -n 128 -r 5 (tg128 after the prefill
+#             tests in one process, as a request runs), -p 0 -n 128 -r 5 (tg128 in a process of its
+#             own, as llama-bench runs each test), then -d 4096 -p 0 -n 128 -r 3, with the measured
+#             copy bandwidth as the reference (--bw)
 # Raw outputs and summary.md go to OUTDIR; the summary is printed last. A failing step is
 # reported and the rest continue; the exit status is 1 if any step failed.
 # Environment: JLLM_GPU_BUILD (build-gpu), JLLM_BENCH_MODELS, JLLM_BENCH_STEP_TIMEOUT (seconds
@@ -161,6 +163,8 @@ for p in "${presets[@]}"; do
     fi
     run_step "bench $p" "$outdir/bench-$p.json" "$outdir/bench-$p.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -p 33,512 -n 128 -r 5 -o json --bw "$bw"
+    run_step "bench $p tg alone" "$outdir/bench-$p-tg.json" "$outdir/bench-$p-tg.log" \
+        "$bench" --device cuda -m "${model_file[$p]}" -p 0 -n 128 -r 5 -o json --bw "$bw"
     run_step "bench $p -d 4096" "$outdir/bench-$p-d4096.json" "$outdir/bench-$p-d4096.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -d 4096 -p 0 -n 128 -r 3 -o json --bw "$bw"
 done
@@ -175,16 +179,18 @@ json_field() {
 fmt() { awk -v x="$1" -v f="$2" 'BEGIN { if (x == "") print "—"; else printf f, x }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "—"; else printf "%.2fx", a / b }'; }
 model_rows() {
-    local p=$1 json test med lo hi gbps share
-    for test in pp33 pp512 tg128 "tg128 @ d4096"; do
+    local p=$1 json row test med lo hi gbps share
+    for row in pp33 pp512 tg128 "tg128 alone" "tg128 @ d4096"; do
         json="$outdir/bench-$p.json"
-        [[ $test == *d4096 ]] && json="$outdir/bench-$p-d4096.json"
+        test=$row
+        [[ $row == *d4096 ]] && json="$outdir/bench-$p-d4096.json"
+        [[ $row == "tg128 alone" ]] && json="$outdir/bench-$p-tg.json" && test=tg128
         med=$(json_field "$json" "$test" tps_median)
         lo=$(json_field "$json" "$test" tps_min)
         hi=$(json_field "$json" "$test" tps_max)
         gbps=$(json_field "$json" "$test" effective_gbps)
         share=$(json_field "$json" "$test" bandwidth_share)
-        echo "| $p q4_k_m | $test | $(fmt "$med" '%.1f') | $(fmt "$lo" '%.1f') .. $(fmt "$hi" '%.1f') |" \
+        echo "| $p q4_k_m | $row | $(fmt "$med" '%.1f') | $(fmt "$lo" '%.1f') .. $(fmt "$hi" '%.1f') |" \
             "$(fmt "$gbps" '%.0f') | $(awk -v s="$share" 'BEGIN { if (s == "") print "—"; else printf "%.1f%%", 100 * s }') |" \
             "$(fmt "${anchor[$p/$test]:-}" '%g') | $(ratio "$med" "${anchor[$p/$test]:-}") |"
     done
@@ -212,7 +218,8 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     sizes_s=$(printf '%s; ' "${sizes[@]}")
     echo "- models: jllm-synth --preset P --quant q4_k_m --seed 42 in $models (${sizes_s%; })"
     echo "- commands: jllm-bench --device cuda -m FILE -p 33,512 -n 128 -r 5 -o json --bw $bw;" \
-        "jllm-bench --device cuda -m FILE -d 4096 -p 0 -n 128 -r 3 -o json --bw $bw (INT8 KV, weights copied)"
+        "the same with -p 0 -n 128 (tg128 alone); jllm-bench --device cuda -m FILE -d 4096 -p 0 -n 128 -r 3 -o json" \
+        "--bw $bw (INT8 KV, weights copied)"
     echo
     echo "## Models (tok/s, median of the repetitions after one warm-up)"
     echo
@@ -220,11 +227,14 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     echo "|---|---|---:|---:|---:|---:|---:|---:|"
     for p in "${presets[@]}"; do model_rows "$p"; done
     echo
-    echo "llama.cpp: f16 KV, flash attention; its depth row is q8_0 KV (the INT8-KV counterpart)."
+    echo "llama.cpp: f16 KV, flash attention; its depth row is q8_0 KV (the INT8-KV counterpart)." \
+        "tg128 runs after the pp33/pp512 tests in one process (as a request: a prefill first);" \
+        "tg128 alone in a process of its own (llama-bench runs every test on a fresh context)."
     echo
     echo "## Issue-8 gates (qwen3-4b q4_k_m)"
     echo
     gate "tg128 tok/s" "$tg0" ">=" 636
+    gate "tg128 tok/s, alone" "$(json_field "$outdir/bench-qwen3-4b-tg.json" tg128 tps_median)" ">=" 636
     gate "pp512 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp512 tps_median)" ">=" 13800
     gate "pp33 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp33 tps_median)" ">=" 6700
     gate "tg128 slowdown at depth 4096, %" "$slow" "<=" 15
