@@ -246,9 +246,9 @@ private:
     int split_keys_ = 1;    // fewest keys per decode-attention split
     bool graph_failed_ = false;
     int graph_splits(int pos) const {
-        const int need = std::min(max_split_, std::max(1, (pos + split_keys_) / split_keys_));
+        const int need = (pos + split_keys_) / split_keys_;  // the splits pos + 1 keys need (>= 1)
         int b = 1;
-        while (b < need) b *= 2;
+        while (b < need && b < max_split_) b *= 2;
         return std::min(b, max_split_);
     }
 
@@ -510,10 +510,9 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
         }
         split_cap = static_cast<int>(n);
     }
-    const int split_keys = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head),
-                                                      static_cast<int>(c_.n_head_kv), static_cast<int>(c_.head_dim));
-    max_split_ = std::min(split_cap, std::max(1, (n_ctx + split_keys - 1) / split_keys));
-    split_keys_ = split_keys;
+    split_keys_ = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head), static_cast<int>(c_.n_head_kv),
+                                             static_cast<int>(c_.head_dim));
+    max_split_ = std::min(split_cap, std::max(1, (n_ctx + split_keys_ - 1) / split_keys_));
     attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
                                                   max_split_));
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
