@@ -77,12 +77,21 @@ void launch_gemv(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
 // is split over the columns (up to GEMM_MAX_SPLIT parts, as many as the buffer holds; a SwiGLU
 // part keeps gate and up sums, twice a plain one) and the partial sums are added in a fixed order
 // by a second kernel (deterministic), which also applies the SwiGLU.
-constexpr int GEMM_MAX_SPLIT = 8;
+constexpr int GEMM_MAX_SPLIT = 16;
 size_t gemm_work_floats(int n_tok, int64_t rows);
 // The split-K work kept for batches of up to n_batch tokens over products of up to `rows` rows:
-// GEMM_MAX_SPLIT parts for up to 64 tokens, two parts for a full batch (launch_gemm lowers the
-// split to what fits).
+// GEMM_BATCH_SPLIT parts for up to 64 tokens (more for products of fewer rows), two parts for a
+// full batch (launch_gemm lowers the split to what fits).
+constexpr int GEMM_BATCH_SPLIT = 8;
 size_t gemm_work_floats_for_batch(int n_batch, int64_t rows);
+// How launch_gemm runs a product: its token tile (64, or 128 for grids that fill the GPU without a
+// split) and split-K parts (1: none; the fewest that minimize waves x steps per block, within
+// GEMM_MAX_SPLIT and the work buffer's work_floats, 0 without one).
+struct GemmPlan {
+    int bn = 64;
+    int split = 1;
+};
+GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats);
 // x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16.
 void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);

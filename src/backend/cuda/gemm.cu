@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -57,31 +58,61 @@ struct GemmGeom {
     int slot;           // stage bytes per row
 };
 
+// One warp's share of a step: its WM rows x 32 tokens (the first `tiles` n8 tiles of them, a
+// warp-uniform count) over MMA_BK columns from the shared A and B tiles.
+template <int MT, int NT>
+__device__ __forceinline__ void warp_mma(const __half (*As)[MMA_LDS], const __half (*Bs)[MMA_LDS], int wm0, int wn0,
+                                         int lane, float (&acc)[MT][NT][4], int tiles) {
+#pragma unroll
+    for (int ks = 0; ks < MMA_BK / 16; ++ks) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            ldmatrix_x4(a[mt], &As[wm0 + mt * 16 + (lane & 15)][ks * 16 + (lane >> 4) * 8]);
+        }
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+            if (2 * np >= tiles) break;
+            uint32_t b[4];
+            ldmatrix_x4(b, &Bs[wn0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma_16816(acc[mt][2 * np], a[mt], b[0], b[1]);
+                if (2 * np + 1 < tiles) mma_16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+            }
+        }
+    }
+}
+
 template <int BN>
 __host__ __device__ constexpr size_t gemm_tiles_bytes() {
     return (static_cast<size_t>(MMA_BM) + BN) * MMA_LDS * sizeof(__half);
 }
 
 // w, w2: [rows][row_bytes]; x: [n_tok][cols]; y: [n_tok][rows].
-// Split-K (grid z > 1): block z covers column groups [z * G / Z, (z + 1) * G / Z) and stores
-// its partial sums to y + z * n_tok * rows (a work buffer; SwiGLU: gate and up sums, 2 x rows per
-// token); kernel_splitk_reduce(_swiglu) adds them in order, so results do not depend on
-// scheduling.
+// Split-K (grid z > 1): block z covers the column steps [z * S / Z, (z + 1) * S / Z) (S steps of
+// MMA_BK columns: every block the same work within one step, whatever the group size; it stages
+// the groups its steps touch) and stores its partial sums to y + z * n_tok * rows (a work buffer;
+// SwiGLU: gate and up sums, 2 x rows per token); kernel_splitk_reduce(_swiglu) adds them in
+// order, so results do not depend on scheduling.
 // Shared memory (dynamic): stage 0 | stage 1 ([MMA_BM][slot] bytes each) | As | Bs.
 template <GgmlType T, int BN, bool TILED>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
                     GemmGeom geo, const uint16_t* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
     constexpr int GS = group_steps(T);
-    constexpr int GC = GS * MMA_BK;  // columns per group
     extern __shared__ __align__(16) uint8_t smem[];
     const size_t stage_bytes = static_cast<size_t>(MMA_BM) * geo.slot;
     auto As = reinterpret_cast<__half(*)[MMA_LDS]>(smem + 2 * stage_bytes);
     auto Bs = reinterpret_cast<__half(*)[MMA_LDS]>(reinterpret_cast<uint8_t*>(As) + MMA_BM * MMA_LDS * sizeof(__half));
 
-    const int64_t n_groups = (cols + GC - 1) / GC;
-    const int64_t g_first = n_groups * blockIdx.z / gridDim.z;
-    const int64_t g_last = n_groups * (blockIdx.z + 1) / gridDim.z;
+    // Split-K and partial token tiles are the 64-token kernel's: launch_gemm takes the 128-token
+    // one only for grids that need no split, and its code stays the plain loop.
+    constexpr bool SMALL = BN == 64;
+    const int64_t n_steps = (cols + MMA_BK - 1) / MMA_BK;
+    const int64_t s_first = SMALL ? n_steps * blockIdx.z / gridDim.z : 0;
+    const int64_t s_last = SMALL ? n_steps * (blockIdx.z + 1) / gridDim.z : n_steps;
+    const int64_t g_first = s_first / GS, g_last = (s_last + GS - 1) / GS;  // the groups those steps touch
     const bool swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
     // Split: this block's partial sums (SwiGLU: gate and up side by side, 2 x rows per token).
     const bool partial = gridDim.z > 1;
@@ -190,9 +221,15 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
         __syncthreads();  // every thread's part of group g is visible
         const uint8_t* arow_s =
             smem + st * stage_bytes + static_cast<size_t>(ai) * geo.slot + ((amis + static_cast<size_t>(g) * geo.group_bytes) & 15);
+        // The group's steps that are this block's (block-uniform bounds).
+        int s_lo = 0, s_hi = GS;
+        if constexpr (SMALL) {
+            s_lo = g == g_first ? static_cast<int>(s_first - g * GS) : 0;
+            s_hi = static_cast<int>(std::min<int64_t>(GS, s_last - g * GS));
+        }
 #pragma unroll 1
-        for (int s = 0; s < GS; ++s) {
-            const int64_t k0 = g * GC + static_cast<int64_t>(s) * MMA_BK;
+        for (int s = s_lo; s < s_hi; ++s) {
+            const int64_t k0 = g * (GS * MMA_BK) + static_cast<int64_t>(s) * MMA_BK;
             if (k0 >= cols) break;  // block-uniform
             // B: BN tokens x 64 columns of fp16 activations, 8 x 16 bytes per token, loaded before
             // the dequantization so their latency overlaps it.
@@ -234,23 +271,11 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
                 *reinterpret_cast<uint4*>(&Bs[f / 8][8 * (f % 8)]) = xv[j];
             }
             __syncthreads();
-#pragma unroll
-            for (int ks = 0; ks < MMA_BK / 16; ++ks) {
-                uint32_t a[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    ldmatrix_x4(a[mt], &As[wm0 + mt * 16 + (lane & 15)][ks * 16 + (lane >> 4) * 8]);
-                }
-#pragma unroll
-                for (int np = 0; np < NT / 2; ++np) {
-                    uint32_t b[4];
-                    ldmatrix_x4(b, &Bs[wn0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)][ks * 16 + ((lane >> 3) & 1) * 8]);
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma_16816(acc[mt][2 * np], a[mt], b[0], b[1]);
-                        mma_16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
-                    }
-                }
+            if (!SMALL || t0 + wn0 + 32 <= n_tok) {
+                warp_mma(As, Bs, wm0, wn0, lane, acc, NT);
+            } else {
+                // Tokens past n_tok are zeros: the n8 tiles wholly past it are skipped (warp-uniform).
+                warp_mma(As, Bs, wm0, wn0, lane, acc, (n_tok - t0 - wn0 + 7) / 8);
             }
             __syncthreads();
         }
@@ -328,15 +353,49 @@ __global__ void kernel_splitk_reduce_swiglu(const float* __restrict__ work, int 
 
 // Enough blocks to give every SM two.
 constexpr int GEMM_TARGET_BLOCKS = 264;
+// A block's start (its first group staged with nothing to overlap), in column steps.
+constexpr int64_t GEMM_BLOCK_START_STEPS = 2;
+
+// The split-K parts for a grid of `blocks` blocks over `steps` column steps, at most `fits` (the
+// work buffer's room) and GEMM_MAX_SPLIT: the fewest that minimize waves x (steps per block +
+// a block's start), the waves counted in GEMM_TARGET_BLOCKS (two blocks per SM).
+int gemm_split(int64_t blocks, int64_t steps, int64_t fits) {
+    const int64_t most = std::min<int64_t>({GEMM_MAX_SPLIT, steps, fits});
+    int best = 1;
+    int64_t best_cost = INT64_MAX;
+    for (int64_t z = 1; z <= most; ++z) {
+        const int64_t waves = (blocks * z + GEMM_TARGET_BLOCKS - 1) / GEMM_TARGET_BLOCKS;
+        const int64_t cost = waves * ((steps + z - 1) / z + GEMM_BLOCK_START_STEPS);
+        if (cost < best_cost) best_cost = cost, best = static_cast<int>(z);
+    }
+    return best;
+}
+
+int64_t gemm_block_rows(MatOut out) { return out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM; }
 
 }  // namespace
+
+GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats) {
+    const int64_t row_blocks = (rows + gemm_block_rows(out) - 1) / gemm_block_rows(out);
+    GemmPlan plan;
+    // 128-token tiles only when they still give every SM two blocks (so that kernel never splits).
+    plan.bn = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS ? 128 : 64;
+    const int64_t blocks = row_blocks * ((n_tok + plan.bn - 1) / plan.bn);
+    // Split the column steps when the grid is small (few rows, few tokens).
+    const size_t per_split = static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1);
+    plan.split = blocks < GEMM_TARGET_BLOCKS
+                     ? gemm_split(blocks, (cols + MMA_BK - 1) / MMA_BK, static_cast<int64_t>(work_floats / per_split))
+                     : 1;
+    return plan;
+}
 
 size_t gemm_work_floats(int n_tok, int64_t rows) {
     return static_cast<size_t>(GEMM_MAX_SPLIT) * static_cast<size_t>(n_tok) * static_cast<size_t>(rows);
 }
 
 size_t gemm_work_floats_for_batch(int n_batch, int64_t rows) {
-    return std::max(gemm_work_floats(std::min(n_batch, 64), rows),
+    return std::max(static_cast<size_t>(GEMM_BATCH_SPLIT) * static_cast<size_t>(std::min(n_batch, 64)) *
+                        static_cast<size_t>(rows),
                     static_cast<size_t>(2) * static_cast<size_t>(n_batch) * static_cast<size_t>(rows));
 }
 
@@ -376,23 +435,11 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
                          reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(w2) % 16 == 0;
     // Tiled: 16 tiles of 8 rows (a row's share of a tile is group_bytes).
     geo.slot = fmt.tiled() ? geo.group_bytes : (geo.group_bytes + 15) / 16 * 16 + (aligned ? 0 : 16);
-    const int64_t rows_per_block = out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM;
-    const int64_t row_blocks = (rows + rows_per_block - 1) / rows_per_block;
-    // 128-token tiles only when they still give every SM two blocks.
-    const bool wide = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS;
-    const int bn = wide ? 128 : 64;
-    const int64_t blocks = row_blocks * ((n_tok + bn - 1) / bn);
-    // Split the column groups when the grid is small (few rows, few tokens).
-    int split = 1;
-    const int64_t groups = (cols + gcols - 1) / gcols;
-    const size_t per_split = static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1);
-    if (work != nullptr && blocks < GEMM_TARGET_BLOCKS) {
-        split = static_cast<int>(std::min<int64_t>({GEMM_MAX_SPLIT, (GEMM_TARGET_BLOCKS + blocks - 1) / blocks,
-                                                    std::max<int64_t>(1, groups * group_steps(type) / 4)}));
-        while (split > 1 && static_cast<size_t>(split) * per_split > work_floats) --split;
-        split = std::max(split, 1);
-    }
-    const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>((n_tok + bn - 1) / bn),
+    const GemmPlan plan = gemm_plan(rows, cols, n_tok, out, work != nullptr ? work_floats : 0);
+    const int split = plan.split;
+    const bool wide = plan.bn == 128;
+    const int64_t row_blocks = (rows + gemm_block_rows(out) - 1) / gemm_block_rows(out);
+    const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>((n_tok + plan.bn - 1) / plan.bn),
                     static_cast<unsigned>(split));
     float* dst = split > 1 ? work : y;
     // A split SwiGLU product keeps its mode (the kernel writes gate and up partial sums).

@@ -221,15 +221,62 @@ TEST(CudaOps, GemmEveryTypeAndEpilogue) {
     }
 }
 
+// The GEMM's launch plan (host code, no GPU): qwen3-4b's products at 33 tokens with the engine's
+// work buffer split so that every block has the same few steps in one wave; grids that fill the
+// GPU do not split; every plan fits its buffer.
+TEST(CudaOps, GemmPlanOnHost) {
+    const size_t work = cuda::gemm_work_floats_for_batch(512, 4096);
+    struct Want {
+        int64_t rows, cols;
+        MatOut out;
+        int split;
+    };
+    const Want want[] = {
+        {4096, 2560, MatOut::Store, 8},    // attn_q: 32 row blocks x 8 = 256 blocks of 5 steps
+        {1024, 2560, MatOut::Store, 14},   // attn_k/v: 8 x 14 = 112 blocks of <= 3 steps
+        {2560, 4096, MatOut::Add, 13},     // attn_output: 20 x 13 = 260 blocks of <= 5 steps
+        {9728, 2560, MatOut::SwiGLU, 5},   // gate+up: 152 x 5 = 760 blocks (3 waves) of 8 steps
+        {2560, 9728, MatOut::Add, 13},     // ffn_down: 20 x 13 = 260 blocks of <= 12 steps
+    };
+    for (const Want& w : want) {
+        const cuda::GemmPlan p = cuda::gemm_plan(w.rows, w.cols, 33, w.out, work);
+        EXPECT_EQ(p.bn, 64) << w.rows << "x" << w.cols;
+        EXPECT_EQ(p.split, w.split) << w.rows << "x" << w.cols;
+    }
+    EXPECT_EQ(cuda::gemm_plan(4096, 2560, 33, MatOut::Store, 0).split, 1);  // no work buffer
+    const cuda::GemmPlan wide = cuda::gemm_plan(9728, 2560, 512, MatOut::SwiGLU, work);
+    EXPECT_EQ(wide.bn, 128);
+    EXPECT_EQ(wide.split, 1);
+    std::mt19937 rng(4321);
+    for (int i = 0; i < 2000; ++i) {
+        const int64_t rows = 1 + static_cast<int64_t>(rng() % 20000), cols = 32 * (1 + static_cast<int64_t>(rng() % 400));
+        const int n_tok = 5 + static_cast<int>(rng() % 600);
+        const MatOut out = static_cast<MatOut>(rng() % 3);
+        const size_t wf = rng() % 4 == 0 ? 0 : static_cast<size_t>(rng() % 8000000);
+        const cuda::GemmPlan p = cuda::gemm_plan(rows, cols, n_tok, out, wf);
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " n_tok " + std::to_string(n_tok));
+        ASSERT_TRUE(p.bn == 64 || p.bn == 128);
+        ASSERT_GE(p.split, 1);
+        ASSERT_LE(p.split, cuda::GEMM_MAX_SPLIT);
+        ASSERT_LE(p.split, (cols + 63) / 64);  // every part has a step
+        if (p.bn == 128) {
+            ASSERT_EQ(p.split, 1);
+        }
+        if (p.split > 1) {
+            ASSERT_LE(static_cast<size_t>(p.split) * n_tok * rows * (out == MatOut::SwiGLU ? 2 : 1), wf);
+        }
+    }
+}
+
 // Small grids split over the columns; the partial sums are added in order by a second kernel.
 TEST(CudaOps, GemmSplitK) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(2468);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16}) {
-        run_matmul_case({t, 200, 2048, 33, MatOut::Add, true, true}, rng);    // 2 x 1 blocks -> 8 parts
-        run_matmul_case({t, 130, 1536, 7, MatOut::Store, true, true}, rng);   // uneven parts
-        run_matmul_case({t, 64, 256, 64, MatOut::Store, true, true}, rng);    // too few steps: no split
-        run_matmul_case({t, 100, 2048, 40, MatOut::SwiGLU, true, true}, rng); // SwiGLU: gate/up sums, 4 parts
+        run_matmul_case({t, 200, 2048, 33, MatOut::Add, true, true}, rng);    // 2 x 1 blocks -> 16 parts of 2 steps
+        run_matmul_case({t, 130, 2560, 7, MatOut::Store, true, true}, rng);   // 14 parts of 2-3 steps (uneven)
+        run_matmul_case({t, 64, 256, 64, MatOut::Store, true, true}, rng);    // 4 parts of 1 step
+        run_matmul_case({t, 100, 2048, 40, MatOut::SwiGLU, true, true}, rng); // SwiGLU: gate/up sums, 8 parts (the buffer)
     }
 }
 
