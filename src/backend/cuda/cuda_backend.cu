@@ -4,7 +4,8 @@
 //   attention -> W_o matmul (+= residual) -> rmsnorm -> gate/up matmul with SwiGLU ->
 //   W_down matmul (+= residual); then the final rmsnorm and the logits of the requested rows.
 // Batches of <= GEMV_MAX_TOKENS tokens run the dp4a GEMV on 8-bit activations (when every matrix
-// is a quantized type; q8_path), larger ones the tensor-core GEMM. A single-token decode step is
+// is a quantized type; q8_path), larger ones the tensor-core GEMM; either way Q, K and V of one
+// format share a launch (qkv_groups). A single-token decode step is
 // captured as a CUDA graph and replayed (token and position in step_dev_), one graph per
 // decode-attention split count (the splits the position needs, rounded up to a power of two).
 //
@@ -181,6 +182,10 @@ private:
     void run_layers(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens, int pos0, const int* pos_dev,
                     int out_first = 0);
     void layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first);
+    // f(first weight, n, w[n], rows[n], y[n]) for each run of consecutive Q/K/V projections of one
+    // type, layout and width.
+    template <typename F>
+    void qkv_groups(const DevLayer& L, F&& f);
     void qkv_q8(const DevLayer& L, int n_tokens);
     void embed(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens);
     // Final norm of rows [first, first + n) of x into rows [0, n) of h.
@@ -570,7 +575,8 @@ void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, i
     for (int il = 0; il <= last; ++il) layer(il, n_tokens, pos0, pos_dev, il == last && !tap_ ? out_first : 0);
 }
 
-void CudaBackend::qkv_q8(const DevLayer& L, int n) {
+template <typename F>
+void CudaBackend::qkv_groups(const DevLayer& L, F&& f) {
     // Consecutive projections of one type and layout share a launch (all three in Q4_K_M's Q4_K
     // layers).
     const DevWeight* ws[3] = {&L.wq, &L.wk, &L.wv};
@@ -588,9 +594,15 @@ void CudaBackend::qkv_q8(const DevLayer& L, int n) {
             rows[k - i] = ws[k]->rows;
             y[k - i] = ys[k];
         }
-        cuda::launch_gemv_q8_multi(ws[i]->fmt(), j - i, w, rows, y, ws[i]->cols, xq_, n, stream_);
+        f(*ws[i], j - i, w, rows, y);
         i = j;
     }
+}
+
+void CudaBackend::qkv_q8(const DevLayer& L, int n) {
+    qkv_groups(L, [&](const DevWeight& w0, int n_seg, const void* const* w, const int64_t* rows, float* const* y) {
+        cuda::launch_gemv_q8_multi(w0.fmt(), n_seg, w, rows, y, w0.cols, xq_, n, stream_);
+    });
 }
 
 void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first) {
@@ -605,9 +617,18 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     } else {
         uint16_t* hh = gemm_in(n_tokens);  // the norm writes the GEMM's input too
         cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, hh, n_tokens, E, c_.rms_eps, stream_);
-        matmul(L.wq, h_, hh, n_tokens, q_, MatOut::Store);
-        matmul(L.wk, h_, hh, n_tokens, k_, MatOut::Store);
-        matmul(L.wv, h_, hh, n_tokens, v_, MatOut::Store);
+        if (n_tokens > cuda::GEMV_MAX_TOKENS) {
+            // Runs of one format in one GEMM grid (Q, K and V in Q4_K_M's Q4_K layers).
+            qkv_groups(L, [&](const DevWeight& w0, int n_seg, const void* const* w, const int64_t* rows,
+                              float* const* y) {
+                cuda::launch_gemm_multi(w0.fmt(), n_seg, w, rows, w0.cols, hh, n_tokens, y, stream_, gemm_work_,
+                                        gemm_work_floats_);
+            });
+        } else {
+            matmul(L.wq, h_, hh, n_tokens, q_, MatOut::Store);
+            matmul(L.wk, h_, hh, n_tokens, k_, MatOut::Store);
+            matmul(L.wv, h_, hh, n_tokens, v_, MatOut::Store);
+        }
     }
     prof("norm + qkv");
 

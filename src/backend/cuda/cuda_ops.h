@@ -92,6 +92,15 @@ struct GemmPlan {
     int split = 1;
 };
 GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats);
+// Up to GEMM_MAX_SEG matrices of one format and width sharing the input (Q, K, V): y_i = W_i x
+// (Store). Tiled Q4_K/Q6_K run as one grid (the segments' row blocks side by side, one plan for
+// all: gemm_plan_multi; split parts reduced per segment); other formats, or a grid wide enough for
+// 128-token tiles, a launch_gemm per matrix.
+constexpr int GEMM_MAX_SEG = 3;
+GemmPlan gemm_plan_multi(int n_seg, const int64_t* rows, int64_t cols, int n_tok, size_t work_floats);
+void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, int64_t cols,
+                       const uint16_t* x, int n_tok, float* const* y, void* stream, float* work = nullptr,
+                       size_t work_floats = 0);
 // x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16.
 void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);

@@ -58,6 +58,27 @@ struct GemmGeom {
     int slot;           // stage bytes per row
 };
 
+struct GemmSegs {
+    const uint8_t* w[GEMM_MAX_SEG];
+    float* y[GEMM_MAX_SEG];
+    int64_t rows[GEMM_MAX_SEG];
+    int64_t block_end[GEMM_MAX_SEG];  // row blocks of segments 0..s together
+};
+static_assert(GEMM_MAX_SEG == 3, "kernel_gemm_mma selects among three segments");
+
+// The geometry of `fmt`'s rows of `cols` columns (w, w2: the matrices' starts, for alignment).
+GemmGeom gemm_geom(WeightFormat fmt, int64_t cols, bool aligned_starts) {
+    const int64_t gcols = static_cast<int64_t>(group_steps(fmt.type)) * MMA_BK;
+    GemmGeom geo;
+    geo.row_bytes = row_size(fmt.type, cols);
+    geo.group_bytes = static_cast<int>(row_size(fmt.type, std::min(cols, gcols)));
+    // A group's bytes rounded up to 16, plus 16 when rows or groups can start off a 16-byte boundary.
+    const bool aligned = geo.row_bytes % 16 == 0 && geo.group_bytes % 16 == 0 && aligned_starts;
+    // Tiled: 16 tiles of 8 rows (a row's share of a tile is group_bytes).
+    geo.slot = fmt.tiled() ? geo.group_bytes : (geo.group_bytes + 15) / 16 * 16 + (aligned ? 0 : 16);
+    return geo;
+}
+
 // One warp's share of a step: its WM rows x 32 tokens (the first `tiles` n8 tiles of them, a
 // warp-uniform count) over MMA_BK columns from the shared A and B tiles.
 template <int MT, int NT>
@@ -95,12 +116,26 @@ __host__ __device__ constexpr size_t gemm_tiles_bytes() {
 // the groups its steps touch) and stores its partial sums to y + z * n_tok * rows (a work buffer;
 // SwiGLU: gate and up sums, 2 x rows per token); kernel_splitk_reduce(_swiglu) adds them in
 // order, so results do not depend on scheduling.
+// MULTI: up to GEMM_MAX_SEG matrices of one format and width (Q, K, V) in one grid, Store only:
+// segment s's row blocks follow segment s - 1's, and segs gives each its weights, rows and output
+// (split: its own [Z][n_tok][rows] region of the work buffer); w, rows and y are then unused.
 // Shared memory (dynamic): stage 0 | stage 1 ([MMA_BM][slot] bytes each) | As | Bs.
-template <GgmlType T, int BN, bool TILED>
+template <GgmlType T, int BN, bool TILED, bool MULTI = false>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
-                    GemmGeom geo, const uint16_t* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
+                    GemmGeom geo, const uint16_t* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode,
+                    GemmSegs segs) {
     constexpr int GS = group_steps(T);
+    int64_t bx = blockIdx.x;  // the row block within its matrix
+    if constexpr (MULTI) {
+        // The segment by selects, not by indexing the parameter arrays (which would copy them to
+        // local memory in every thread).
+        const int seg = bx < segs.block_end[0] ? 0 : (bx < segs.block_end[1] ? 1 : 2);
+        bx -= seg == 0 ? 0 : (seg == 1 ? segs.block_end[0] : segs.block_end[1]);
+        w = seg == 0 ? segs.w[0] : (seg == 1 ? segs.w[1] : segs.w[2]);
+        y = seg == 0 ? segs.y[0] : (seg == 1 ? segs.y[1] : segs.y[2]);
+        rows = seg == 0 ? segs.rows[0] : (seg == 1 ? segs.rows[1] : segs.rows[2]);
+    }
     extern __shared__ __align__(16) uint8_t smem[];
     const size_t stage_bytes = static_cast<size_t>(MMA_BM) * geo.slot;
     auto As = reinterpret_cast<__half(*)[MMA_LDS]>(smem + 2 * stage_bytes);
@@ -127,7 +162,7 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int wm0 = (warp / WARPS_N) * WM, wn0 = (warp % WARPS_N) * 32;
     const int64_t rows_here = swiglu ? MMA_BM / 2 : MMA_BM;  // weight rows per block
-    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_here;
+    const int64_t r0 = bx * rows_here;
     const int t0 = blockIdx.y * BN;
     const int64_t n_chunks = cols / 32;
 
@@ -373,20 +408,34 @@ int gemm_split(int64_t blocks, int64_t steps, int64_t fits) {
 
 int64_t gemm_block_rows(MatOut out) { return out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM; }
 
-}  // namespace
-
-GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats) {
-    const int64_t row_blocks = (rows + gemm_block_rows(out) - 1) / gemm_block_rows(out);
+// The plan of a grid of row_blocks row blocks whose split parts take per_split work floats each.
+GemmPlan plan_grid(int64_t row_blocks, size_t per_split, int64_t cols, int n_tok, size_t work_floats) {
     GemmPlan plan;
     // 128-token tiles only when they still give every SM two blocks (so that kernel never splits).
     plan.bn = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS ? 128 : 64;
     const int64_t blocks = row_blocks * ((n_tok + plan.bn - 1) / plan.bn);
     // Split the column steps when the grid is small (few rows, few tokens).
-    const size_t per_split = static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1);
     plan.split = blocks < GEMM_TARGET_BLOCKS
                      ? gemm_split(blocks, (cols + MMA_BK - 1) / MMA_BK, static_cast<int64_t>(work_floats / per_split))
                      : 1;
     return plan;
+}
+
+}  // namespace
+
+GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats) {
+    const int64_t row_blocks = (rows + gemm_block_rows(out) - 1) / gemm_block_rows(out);
+    return plan_grid(row_blocks, static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1), cols, n_tok,
+                     work_floats);
+}
+
+GemmPlan gemm_plan_multi(int n_seg, const int64_t* rows, int64_t cols, int n_tok, size_t work_floats) {
+    int64_t row_blocks = 0, all_rows = 0;
+    for (int s = 0; s < n_seg; ++s) {
+        row_blocks += (rows[s] + MMA_BM - 1) / MMA_BM;
+        all_rows += rows[s];
+    }
+    return plan_grid(row_blocks, static_cast<size_t>(n_tok) * all_rows, cols, n_tok, work_floats);
 }
 
 size_t gemm_work_floats(int n_tok, int64_t rows) {
@@ -426,15 +475,8 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
     const GgmlType type = fmt.type;
     JLLM_ASSERT(!fmt.tiled() || (tiles_fit(type, rows, cols) && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                                  reinterpret_cast<uintptr_t>(w2) % 16 == 0));
-    const int64_t gcols = static_cast<int64_t>(group_steps(type)) * MMA_BK;
-    GemmGeom geo;
-    geo.row_bytes = row_size(type, cols);
-    geo.group_bytes = static_cast<int>(row_size(type, std::min(cols, gcols)));
-    // A group's bytes rounded up to 16, plus 16 when rows or groups can start off a 16-byte boundary.
-    const bool aligned = geo.row_bytes % 16 == 0 && geo.group_bytes % 16 == 0 &&
-                         reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(w2) % 16 == 0;
-    // Tiled: 16 tiles of 8 rows (a row's share of a tile is group_bytes).
-    geo.slot = fmt.tiled() ? geo.group_bytes : (geo.group_bytes + 15) / 16 * 16 + (aligned ? 0 : 16);
+    const GemmGeom geo =
+        gemm_geom(fmt, cols, reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(w2) % 16 == 0);
     const GemmPlan plan = gemm_plan(rows, cols, n_tok, out, work != nullptr ? work_floats : 0);
     const int split = plan.split;
     const bool wide = plan.bn == 128;
@@ -449,7 +491,7 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
         allow_dynamic_smem(kernel, smem);
         kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(static_cast<const uint8_t*>(w),
                                                                static_cast<const uint8_t*>(w2), rows, cols, geo, x,
-                                                               n_tok, dst, mode);
+                                                               n_tok, dst, mode, GemmSegs{});
     };
     const bool ok = dispatch_format(type, fmt.tiled(), [&](auto tag, auto tiled) {
         constexpr GgmlType T = decltype(tag)::value;
@@ -467,6 +509,54 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
             JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce_swiglu");
         } else {
             kernel_splitk_reduce<<<rgrid, 256, 0, as_stream(stream)>>>(work, split, n, y, out == MatOut::Add ? 1 : 0);
+            JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+        }
+    }
+}
+
+void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, int64_t cols,
+                       const uint16_t* x, int n_tok, float* const* y, void* stream, float* work, size_t work_floats) {
+    JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMM_MAX_SEG && n_tok >= 1 && cols % 32 == 0 &&
+                reinterpret_cast<uintptr_t>(x) % 16 == 0);
+    const GemmPlan plan = gemm_plan_multi(n_seg, rows, cols, n_tok, work != nullptr ? work_floats : 0);
+    // One grid for the tiled types in 64-token tiles; otherwise a launch per matrix.
+    if (n_seg == 1 || !fmt.tiled() || plan.bn != 64) {
+        for (int s = 0; s < n_seg; ++s) {
+            launch_gemm(fmt, w[s], nullptr, rows[s], cols, x, n_tok, y[s], MatOut::Store, stream, work, work_floats);
+        }
+        return;
+    }
+    GemmSegs segs{};
+    int64_t blocks = 0, row_off = 0;
+    for (int s = 0; s < n_seg; ++s) {
+        JLLM_ASSERT(rows[s] >= 1 && tiles_fit(fmt.type, rows[s], cols) && reinterpret_cast<uintptr_t>(w[s]) % 16 == 0);
+        blocks += (rows[s] + MMA_BM - 1) / MMA_BM;
+        segs.w[s] = static_cast<const uint8_t*>(w[s]);
+        segs.rows[s] = rows[s];
+        // Split: segment s's parts in a region of its own, [split][n_tok][rows[s]].
+        segs.y[s] = plan.split > 1 ? work + static_cast<int64_t>(plan.split) * n_tok * row_off : y[s];
+        segs.block_end[s] = blocks;
+        row_off += rows[s];
+    }
+    for (int s = n_seg; s < GEMM_MAX_SEG; ++s) segs.block_end[s] = blocks;
+    const GemmGeom geo = gemm_geom(fmt, cols, true);
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>((n_tok + 63) / 64),
+                    static_cast<unsigned>(plan.split));
+    const size_t smem = 2 * static_cast<size_t>(MMA_BM) * geo.slot + gemm_tiles_bytes<64>();
+    const bool ok = dispatch_tiled_type(fmt.type, [&](auto tag) {
+        constexpr GgmlType T = decltype(tag)::value;
+        auto kernel = kernel_gemm_mma<T, 64, true, true>;
+        allow_dynamic_smem(kernel, smem);
+        kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(nullptr, nullptr, 0, cols, geo, x, n_tok, nullptr,
+                                                               static_cast<int>(MatOut::Store), segs);
+    });
+    if (!ok) throw JllmError(std::string("cuda: no tiled GEMM kernel for weight type ") + type_name(fmt.type));
+    JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma (segments)");
+    if (plan.split > 1) {
+        for (int s = 0; s < n_seg; ++s) {
+            const int64_t n = static_cast<int64_t>(n_tok) * rows[s];
+            kernel_splitk_reduce<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
+                segs.y[s], plan.split, n, y[s], 0);
             JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
         }
     }

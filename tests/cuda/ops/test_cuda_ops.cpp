@@ -244,6 +244,8 @@ TEST(CudaOps, GemmPlanOnHost) {
         EXPECT_EQ(p.split, w.split) << w.rows << "x" << w.cols;
     }
     EXPECT_EQ(cuda::gemm_plan(4096, 2560, 33, MatOut::Store, 0).split, 1);  // no work buffer
+    const int64_t qkv[] = {4096, 1024, 1024};  // Q, K, V in one grid: 48 x 5 = 240 blocks of 8 steps
+    EXPECT_EQ(cuda::gemm_plan_multi(3, qkv, 2560, 33, work).split, 5);
     const cuda::GemmPlan wide = cuda::gemm_plan(9728, 2560, 512, MatOut::SwiGLU, work);
     EXPECT_EQ(wide.bn, 128);
     EXPECT_EQ(wide.split, 1);
@@ -297,6 +299,89 @@ TEST(CudaOps, MatmulTiles) {
         run_matmul_case({q, 136, 256, 129, MatOut::Add, true, false, T}, rng);
         run_matmul_case({q, 200, 2048, 33, MatOut::Add, true, true, T}, rng);
         run_matmul_case({q, 104, 2048, 40, MatOut::SwiGLU, true, true, T}, rng);
+    }
+}
+
+// Q, K and V in one GEMM grid (tiled segments side by side), with and without split-K, against
+// the twin per matrix (the bound of run_matmul_case); an untiled format takes one launch per matrix.
+TEST(CudaOps, GemmMultiSegments) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2470);
+    struct Case {
+        GgmlType type;
+        cuda::WeightLayout layout;
+        std::vector<int64_t> rows;
+        int64_t cols;
+        int n_tok;
+        bool split;
+    };
+    const auto T = cuda::WeightLayout::Tiles, R = cuda::WeightLayout::Rows;
+    const Case cases[] = {
+        {GgmlType::Q4_K, T, {136, 40, 40}, 2048, 33, true},   // 2 + 1 + 1 row blocks, split parts
+        {GgmlType::Q4_K, T, {136, 40, 40}, 2048, 70, false},  // two token tiles, no work buffer
+        {GgmlType::Q6_K, T, {256, 128, 128}, 1024, 5, true},  // whole row blocks
+        {GgmlType::Q6_K, T, {72, 200}, 768, 40, true},         // two segments
+        {GgmlType::Q8_0, R, {64, 32, 32}, 512, 9, true},       // untiled: a launch per matrix
+    };
+    for (const Case& c : cases) {
+        const int n_seg = static_cast<int>(c.rows.size());
+        SCOPED_TRACE(std::string(type_name(c.type)) + " segments " + std::to_string(n_seg) + " n_tok " +
+                     std::to_string(c.n_tok) + (c.split ? " split" : ""));
+        std::vector<float> x;
+        for (int t = 0; t < c.n_tok; ++t) {
+            const std::vector<float> xt = random_activations(c.cols, rng);
+            x.insert(x.end(), xt.begin(), xt.end());
+        }
+        DevBuf<float> dx(x);
+        DevBuf<uint16_t> dxh(x.size());
+        cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dxh.get(), nullptr);
+        std::vector<std::vector<uint8_t>> w;
+        std::vector<std::unique_ptr<DevBuf<uint8_t>>> dw;
+        std::vector<std::unique_ptr<DevBuf<float>>> dy;
+        const void* wp[cuda::GEMM_MAX_SEG] = {};
+        float* yp[cuda::GEMM_MAX_SEG] = {};
+        int64_t all_rows = 0;
+        for (int s = 0; s < n_seg; ++s) {
+            w.push_back(random_matrix(c.type, c.rows[s], c.cols, rng));
+            dw.push_back(std::make_unique<DevBuf<uint8_t>>(device_bytes(c.type, c.layout, w.back(), c.rows[s], c.cols)));
+            dy.push_back(std::make_unique<DevBuf<float>>(static_cast<size_t>(c.rows[s]) * c.n_tok));
+            dy.back()->poison();
+            all_rows += c.rows[s];
+        }
+        for (int s = 0; s < n_seg; ++s) {
+            wp[s] = dw[static_cast<size_t>(s)]->get();
+            yp[s] = dy[static_cast<size_t>(s)]->get();
+        }
+        DevBuf<float> work(c.split ? cuda::gemm_work_floats(c.n_tok, all_rows) : 1);
+        work.poison();
+        if (c.split) {
+            EXPECT_GT(cuda::gemm_plan_multi(n_seg, c.rows.data(), c.cols, c.n_tok, work.size()).split, 1);
+        }
+        cuda::launch_gemm_multi(cuda::WeightFormat(c.type, c.layout), n_seg, wp, c.rows.data(), c.cols, dxh.get(),
+                                c.n_tok, yp, nullptr, c.split ? work.get() : nullptr, c.split ? work.size() : 0);
+        std::vector<float> xb = x;
+        for (float& e : xb) e = cuda::round_f16_sat(e);
+        const size_t rb = row_size(c.type, c.cols);
+        for (int s = 0; s < n_seg; ++s) {
+            const int64_t rows = c.rows[s];
+            std::vector<float> ref(static_cast<size_t>(rows) * c.n_tok);
+            cuda::gemm_f16_ref(c.type, w[s].data(), nullptr, rows, c.cols, x.data(), c.n_tok, ref.data(), MatOut::Store);
+            const std::vector<float> got = dy[static_cast<size_t>(s)]->download();
+            int bad = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+                std::vector<float> wr = dequantize(c.type, w[s].data() + r * rb, c.cols);
+                for (float& e : wr) e = cuda::round_f16_sat(e);
+                for (int t = 0; t < c.n_tok; ++t) {
+                    double mag = 0.0;
+                    for (int64_t i = 0; i < c.cols; ++i) mag += std::fabs(static_cast<double>(wr[i]) * xb[t * c.cols + i]);
+                    const size_t k = static_cast<size_t>(t) * rows + r;
+                    if (!(std::fabs(static_cast<double>(got[k]) - ref[k]) <= 1e-4 * mag + 1e-6) && ++bad <= 5) {
+                        ADD_FAILURE() << "segment " << s << " y[" << t << "][" << r << "] = " << got[k] << ", ref " << ref[k];
+                    }
+                }
+            }
+            EXPECT_EQ(bad, 0) << "segment " << s;
+        }
     }
 }
 
