@@ -66,7 +66,8 @@ struct GemmSegs {
 };
 static_assert(GEMM_MAX_SEG == 3, "kernel_gemm_mma selects among three segments");
 
-// The geometry of `fmt`'s rows of `cols` columns (w, w2: the matrices' starts, for alignment).
+// The staging geometry of `fmt`'s rows of `cols` columns; aligned_starts: every matrix starts on a
+// 16-byte boundary.
 GemmGeom gemm_geom(WeightFormat fmt, int64_t cols, bool aligned_starts) {
     const int64_t gcols = static_cast<int64_t>(group_steps(fmt.type)) * MMA_BK;
     GemmGeom geo;
