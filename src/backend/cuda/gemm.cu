@@ -407,7 +407,23 @@ int gemm_split(int64_t blocks, int64_t steps, int64_t fits) {
     return best;
 }
 
-int64_t gemm_block_rows(MatOut out) { return out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM; }
+// Row blocks of a product of `rows` rows (a SwiGLU block holds 64 gate and 64 up rows).
+int64_t gemm_row_blocks(int64_t rows, MatOut out) {
+    const int64_t per_block = out == MatOut::SwiGLU ? MMA_BM / 2 : MMA_BM;
+    return (rows + per_block - 1) / per_block;
+}
+
+// Dynamic shared memory of a launch: two weight stages, then the A and B tiles.
+size_t gemm_smem(const GemmGeom& geo, int bn) {
+    return 2 * static_cast<size_t>(MMA_BM) * geo.slot + (bn == 128 ? gemm_tiles_bytes<128>() : gemm_tiles_bytes<64>());
+}
+
+// y (= or += with add) the ordered sum of `split` partial sums of n values from work.
+void launch_splitk_reduce(const float* work, int split, int64_t n, float* y, bool add, void* stream) {
+    kernel_splitk_reduce<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(work, split, n, y,
+                                                                                                add ? 1 : 0);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+}
 
 // The plan of a grid of row_blocks row blocks whose split parts take per_split work floats each.
 GemmPlan plan_grid(int64_t row_blocks, size_t per_split, int64_t cols, int n_tok, size_t work_floats) {
@@ -425,15 +441,14 @@ GemmPlan plan_grid(int64_t row_blocks, size_t per_split, int64_t cols, int n_tok
 }  // namespace
 
 GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats) {
-    const int64_t row_blocks = (rows + gemm_block_rows(out) - 1) / gemm_block_rows(out);
-    return plan_grid(row_blocks, static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1), cols, n_tok,
-                     work_floats);
+    return plan_grid(gemm_row_blocks(rows, out), static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1),
+                     cols, n_tok, work_floats);
 }
 
 GemmPlan gemm_plan_multi(int n_seg, const int64_t* rows, int64_t cols, int n_tok, size_t work_floats) {
     int64_t row_blocks = 0, all_rows = 0;
     for (int s = 0; s < n_seg; ++s) {
-        row_blocks += (rows[s] + MMA_BM - 1) / MMA_BM;
+        row_blocks += gemm_row_blocks(rows[s], MatOut::Store);
         all_rows += rows[s];
     }
     return plan_grid(row_blocks, static_cast<size_t>(n_tok) * all_rows, cols, n_tok, work_floats);
@@ -481,13 +496,12 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
     const GemmPlan plan = gemm_plan(rows, cols, n_tok, out, work != nullptr ? work_floats : 0);
     const int split = plan.split;
     const bool wide = plan.bn == 128;
-    const int64_t row_blocks = (rows + gemm_block_rows(out) - 1) / gemm_block_rows(out);
-    const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>((n_tok + plan.bn - 1) / plan.bn),
+    const dim3 grid(static_cast<unsigned>(gemm_row_blocks(rows, out)), static_cast<unsigned>((n_tok + plan.bn - 1) / plan.bn),
                     static_cast<unsigned>(split));
     float* dst = split > 1 ? work : y;
     // A split SwiGLU product keeps its mode (the kernel writes gate and up partial sums).
     const int mode = split > 1 && out != MatOut::SwiGLU ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
-    const size_t smem = 2 * static_cast<size_t>(MMA_BM) * geo.slot + (wide ? gemm_tiles_bytes<128>() : gemm_tiles_bytes<64>());
+    const size_t smem = gemm_smem(geo, plan.bn);
     auto launch = [&](auto kernel) {
         allow_dynamic_smem(kernel, smem);
         kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(static_cast<const uint8_t*>(w),
@@ -504,13 +518,12 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
     if (split > 1) {
         const int64_t n = static_cast<int64_t>(n_tok) * rows;
-        const unsigned rgrid = static_cast<unsigned>((n + 255) / 256);
         if (out == MatOut::SwiGLU) {
-            kernel_splitk_reduce_swiglu<<<rgrid, 256, 0, as_stream(stream)>>>(work, split, n_tok, rows, y);
+            kernel_splitk_reduce_swiglu<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
+                work, split, n_tok, rows, y);
             JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce_swiglu");
         } else {
-            kernel_splitk_reduce<<<rgrid, 256, 0, as_stream(stream)>>>(work, split, n, y, out == MatOut::Add ? 1 : 0);
-            JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+            launch_splitk_reduce(work, split, n, y, out == MatOut::Add, stream);
         }
     }
 }
@@ -531,7 +544,7 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
     int64_t blocks = 0, row_off = 0;
     for (int s = 0; s < n_seg; ++s) {
         JLLM_ASSERT(rows[s] >= 1 && tiles_fit(fmt.type, rows[s], cols) && reinterpret_cast<uintptr_t>(w[s]) % 16 == 0);
-        blocks += (rows[s] + MMA_BM - 1) / MMA_BM;
+        blocks += gemm_row_blocks(rows[s], MatOut::Store);
         segs.w[s] = static_cast<const uint8_t*>(w[s]);
         segs.rows[s] = rows[s];
         // Split: segment s's parts in a region of its own, [split][n_tok][rows[s]].
@@ -543,7 +556,7 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
     const GemmGeom geo = gemm_geom(fmt, cols, true);
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>((n_tok + 63) / 64),
                     static_cast<unsigned>(plan.split));
-    const size_t smem = 2 * static_cast<size_t>(MMA_BM) * geo.slot + gemm_tiles_bytes<64>();
+    const size_t smem = gemm_smem(geo, 64);
     const bool ok = dispatch_tiled_type(fmt.type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         auto kernel = kernel_gemm_mma<T, 64, true, true>;
@@ -555,10 +568,7 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma (segments)");
     if (plan.split > 1) {
         for (int s = 0; s < n_seg; ++s) {
-            const int64_t n = static_cast<int64_t>(n_tok) * rows[s];
-            kernel_splitk_reduce<<<static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream)>>>(
-                segs.y[s], plan.split, n, y[s], 0);
-            JLLM_CUDA_LAUNCH_CHECK("kernel_splitk_reduce");
+            launch_splitk_reduce(segs.y[s], plan.split, static_cast<int64_t>(n_tok) * rows[s], y[s], false, stream);
         }
     }
 }
