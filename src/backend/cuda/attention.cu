@@ -278,15 +278,21 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     float* p_s = q_s + G * HD;                            // [chunk][GP]: weights x V scale
 
     const int hk = blockIdx.x, s = blockIdx.z;
+    // The queries by cp.async, issued before the position is read: their latency overlaps the
+    // position's, and the first chunk's K/V and scales follow in one more round trip.
+    const float* qg = p.q + static_cast<int64_t>(hk) * G * HD;
+    for (int u = threadIdx.x; u < G * HD / 4; u += blockDim.x) cp_async16(q_s + 4 * u, qg + 4 * u);
     if (p.pos_dev) p.pos0 = *p.pos_dev;
     int per_split, n_used;
     split_plan(p.pos0 + 1, n_split, min_keys, &per_split, &n_used);
-    if (s >= n_used) return;  // block-uniform, before any barrier
+    if (s >= n_used) {  // block-uniform, before any barrier
+        cp_async_wait_all();
+        return;
+    }
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int k_begin = s * per_split;
     const int k_end = min(p.pos0 + 1, k_begin + per_split);
 
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) q_s[i] = p.q[static_cast<int64_t>(hk) * G * HD + i];
     const float inv_sqrt = 1.0f / sqrtf(static_cast<float>(HD));
     const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
     const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
@@ -314,7 +320,7 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
             ksc[j] = ldh(p.k_scale[si]);
             vsc[j] = ldh(p.v_scale[si]);
         }
-        cp_async_wait_all();
+        cp_async_wait_all();  // this chunk's K/V (and the queries, first time)
         __syncthreads();
         if (WARP * warp >= n_keys) continue;  // no key of this chunk for this warp (warp-uniform)
 
@@ -405,6 +411,7 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
 
     // Merge the warps' (m, l, acc) per head through shared memory (the K/V area, now free).
     float* mg = reinterpret_cast<float*>(smem);  // [n_warps][G][HD + 2]
+    cp_async_wait_all();  // nothing in flight into shared memory (the queries, had no chunk run)
     __syncthreads();
 #pragma unroll
     for (int g = 0; g < G; ++g) {

@@ -164,6 +164,7 @@ constexpr int MAX_HEAD_DIM = 256;
 // One warp per (token, head); heads [0, n_head) are Q, then n_head_kv K heads, then n_head_kv
 // V heads. The head vector sits in shared memory because RoPE pairs cross lanes.
 __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
+    constexpr int E = MAX_HEAD_DIM / WARP;  // values per lane
     __shared__ float buf[MAX_HEAD_DIM];
     const int t = blockIdx.x;
     const int hh = blockIdx.y;
@@ -185,22 +186,50 @@ __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
     float* vec = kind == 0 ? p.q + static_cast<int64_t>(t) * q_dim + h * hd
                            : (kind == 1 ? p.k : p.v) + static_cast<int64_t>(t) * kv_dim + h * hd;
     const float* bias = kind == 0 ? p.bq : kind == 1 ? p.bk : p.bv;
-    for (int i = lane; i < hd; i += WARP) buf[i] = vec[i] + (bias ? bias[h * hd + i] : 0.0f);
-    __syncwarp();
     const float* nw = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
+    const bool rope = kind != 2;
+    const int half = p.n_rot / 2;
+    // Every global read first (one round trip instead of one per step): the position, the head's
+    // values with their bias, the norm weights and the rotation frequencies of this lane.
+    const int pos = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
+    float xv[E], nv[E], fr[E / 2];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int i = lane + e * WARP;
+        xv[e] = 0.0f;
+        nv[e] = 0.0f;
+        if (i < hd) {
+            xv[e] = vec[i] + (bias ? bias[h * hd + i] : 0.0f);
+            if (nw) nv[e] = nw[i];
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; ++e) {
+        const int i = lane + e * WARP;
+        fr[e] = rope && i < half ? p.inv_freq[i] : 0.0f;
+    }
     if (nw) {
         float ss = 0.0f;
-        for (int i = lane; i < hd; i += WARP) ss += buf[i] * buf[i];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            if (lane + e * WARP < hd) ss += xv[e] * xv[e];
+        }
         ss = warp_sum(ss);
         const float scale = 1.0f / sqrtf(ss / static_cast<float>(hd) + p.eps);
-        for (int i = lane; i < hd; i += WARP) buf[i] = buf[i] * scale * nw[i];
-        __syncwarp();
+#pragma unroll
+        for (int e = 0; e < E; ++e) xv[e] = xv[e] * scale * nv[e];
     }
-    const int pos = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
-    if (kind != 2) {
-        const int half = p.n_rot / 2;
-        for (int i = lane; i < half; i += WARP) {
-            const float theta = static_cast<float>(pos) * p.inv_freq[i];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        if (lane + e * WARP < hd) buf[lane + e * WARP] = xv[e];
+    }
+    __syncwarp();
+    if (rope) {
+#pragma unroll
+        for (int e = 0; e < E / 2; ++e) {
+            const int i = lane + e * WARP;
+            if (i >= half) break;
+            const float theta = static_cast<float>(pos) * fr[e];
             const float cs = cosf(theta), sn = sinf(theta);
             const int a = p.neox ? i : 2 * i;
             const int b = p.neox ? i + half : 2 * i + 1;
