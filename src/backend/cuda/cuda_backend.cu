@@ -656,7 +656,9 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     qp.v_cache = kv.v;
     qp.k_scale = kv.k_scale;
     qp.v_scale = kv.v_scale;
-    cuda::launch_qkv_post(qp, stream_);
+    // One token: the attention folds the post in (AttentionParams::post), unless a tap wants q/k/v.
+    const bool post_in_attention = n_tokens == 1 && !tap_;
+    if (!post_in_attention) cuda::launch_qkv_post(qp, stream_);
     prof("qkv_post");
     tap("q", il, q_, n_tokens, Q);
     tap("k", il, k_, n_tokens, KV);
@@ -679,6 +681,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     ap.work = attn_work_;
     ap.max_split = graph_splits_ > 0 ? graph_splits_ : max_split_;
     ap.out_q8 = q8 ? xq_ : nullptr;
+    ap.post = post_in_attention ? &qp : nullptr;
     cuda::launch_attention(ap, stream_);
     prof("attention");
     tap("attn", il, att_, n_tokens, Q);

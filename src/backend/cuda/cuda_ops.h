@@ -224,8 +224,16 @@ struct AttentionParams {
     // step); the grid is then sized for max_split and unused splits exit at once.
     const int* pos_dev = nullptr;
     // Also write `out` as 8-bit activations (act_q8 layout, n_tok rows of n_head * head_dim)
-    // when this is not null (by the combine kernel with a split, else by launch_quantize_act).
+    // when this is not null (by the combine kernel with a split, by the group-shared decode
+    // kernel without one, else by launch_quantize_act).
     void* out_q8 = nullptr;
+    // The Q/K/V post of these tokens (host struct, read at launch; its q, n_tok, caches and
+    // pos_dev those above) when not null: the group-shared decode kernel folds it in where a
+    // block's heads (its query heads, then K and V) take one round of its warps (each block
+    // computes its query heads, the block holding the new position also stores its K/V head),
+    // otherwise launch_qkv_post runs first. q then holds the projections, which stay unchanged
+    // when folded.
+    const QkvPostParams* post = nullptr;
 };
 // Decode attention splits of the generic kernel: one 32-key tile at least. The group-shared INT8
 // decode kernel (head_dim 64/128/256, 1, 2, 3, 4, 6 or 8 query heads per KV head) takes one chunk
@@ -245,6 +253,7 @@ void launch_attention(const AttentionParams& p, void* stream);
 enum class AttnKernel { Auto, Simt };
 void set_attention_kernel(AttnKernel k);
 void set_attention_decode_warps(int warps);
+
 bool attention_mma_supported(const AttentionParams& p);
 void launch_attention_mma(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/qkv_post.cuh"
 #include "backend/cuda/mma.cuh"
 #include "core/error.h"
 
@@ -159,13 +160,10 @@ void launch_swiglu(const float* g, const float* u, float* y, int64_t n, void* st
 
 namespace {
 
-constexpr int MAX_HEAD_DIM = 256;
-
 // One warp per (token, head); heads [0, n_head) are Q, then n_head_kv K heads, then n_head_kv
 // V heads. The head vector sits in shared memory because RoPE pairs cross lanes.
 __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
-    constexpr int E = MAX_HEAD_DIM / WARP;  // values per lane
-    __shared__ float buf[MAX_HEAD_DIM];
+    __shared__ float buf[QKV_MAX_HEAD_DIM];
     const int t = blockIdx.x;
     const int hh = blockIdx.y;
     const int lane = threadIdx.x;
@@ -187,84 +185,16 @@ __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
                            : (kind == 1 ? p.k : p.v) + static_cast<int64_t>(t) * kv_dim + h * hd;
     const float* bias = kind == 0 ? p.bq : kind == 1 ? p.bk : p.bv;
     const float* nw = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
-    const bool rope = kind != 2;
-    const int half = p.n_rot / 2;
-    // Every global read first (one round trip instead of one per step): the position, the head's
-    // values with their bias, the norm weights and the rotation frequencies of this lane.
     const int pos = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
-    float xv[E], nv[E], fr[E / 2];
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-        const int i = lane + e * WARP;
-        xv[e] = 0.0f;
-        nv[e] = 0.0f;
-        if (i < hd) {
-            xv[e] = vec[i] + (bias ? bias[h * hd + i] : 0.0f);
-            if (nw) nv[e] = nw[i];
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < E / 2; ++e) {
-        const int i = lane + e * WARP;
-        fr[e] = rope && i < half ? p.inv_freq[i] : 0.0f;
-    }
-    if (nw) {
-        float ss = 0.0f;
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            if (lane + e * WARP < hd) ss += xv[e] * xv[e];
-        }
-        ss = warp_sum(ss);
-        const float scale = 1.0f / sqrtf(ss / static_cast<float>(hd) + p.eps);
-#pragma unroll
-        for (int e = 0; e < E; ++e) xv[e] = xv[e] * scale * nv[e];
-    }
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-        if (lane + e * WARP < hd) buf[lane + e * WARP] = xv[e];
-    }
-    __syncwarp();
-    if (rope) {
-#pragma unroll
-        for (int e = 0; e < E / 2; ++e) {
-            const int i = lane + e * WARP;
-            if (i >= half) break;
-            const float theta = static_cast<float>(pos) * fr[e];
-            const float cs = cosf(theta), sn = sinf(theta);
-            const int a = p.neox ? i : 2 * i;
-            const int b = p.neox ? i + half : 2 * i + 1;
-            const float x0 = buf[a], x1 = buf[b];
-            buf[a] = x0 * cs - x1 * sn;
-            buf[b] = x0 * sn + x1 * cs;
-        }
-        __syncwarp();
-    }
+    qkv_post_head(p, vec, bias ? bias + h * hd : nullptr, nw, kind != 2, pos, lane, buf);
     for (int i = lane; i < hd; i += WARP) vec[i] = buf[i];
-    if (kind == 0) return;
-    const int64_t off = (static_cast<int64_t>(pos) * p.n_head_kv + h) * hd;
-    if (p.kv_type == KvType::Int8) {
-        float amax = 0.0f;
-        for (int i = lane; i < hd; i += WARP) amax = fmaxf(amax, fabsf(buf[i]));
-        amax = warp_max(amax);
-        const uint16_t d16 = f32_to_fp16(amax / 127.0f);
-        const float d = fp16_to_f32(d16);
-        const float id = d > 0.0f ? 1.0f / d : 0.0f;
-        int8_t* dst = static_cast<int8_t*>(kind == 1 ? p.k_cache : p.v_cache) + off;
-        for (int i = lane; i < hd; i += WARP) {
-            const float v = rintf(buf[i] * id);  // round half to even, as std::nearbyint
-            dst[i] = static_cast<int8_t>(fmaxf(-127.0f, fminf(127.0f, v)));
-        }
-        if (lane == 0) (kind == 1 ? p.k_scale : p.v_scale)[static_cast<int64_t>(pos) * p.n_head_kv + h] = Half{d16};
-    } else {
-        Half* dst = static_cast<Half*>(kind == 1 ? p.k_cache : p.v_cache) + off;
-        for (int i = lane; i < hd; i += WARP) dst[i] = Half{f32_to_fp16(buf[i])};
-    }
+    if (kind != 0) kv_store_head(p, kind, h, pos, lane, buf);
 }
 
 }  // namespace
 
 void launch_qkv_post(const QkvPostParams& p, void* stream) {
-    JLLM_ASSERT(p.n_tok >= 1 && p.head_dim >= 2 && p.head_dim <= MAX_HEAD_DIM && p.head_dim % 2 == 0);
+    JLLM_ASSERT(p.n_tok >= 1 && p.head_dim >= 2 && p.head_dim <= QKV_MAX_HEAD_DIM && p.head_dim % 2 == 0);
     JLLM_ASSERT(p.n_rot >= 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
     JLLM_ASSERT(p.n_head_kv >= 1 && p.n_head % p.n_head_kv == 0);
     const dim3 grid(static_cast<unsigned>(p.n_tok), static_cast<unsigned>(p.n_head + 2 * p.n_head_kv));

@@ -1172,6 +1172,149 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
     cuda::set_attention_kernel(cuda::AttnKernel::Auto);
 }
 
+// The decode attention given the Q/K/V post (AttentionParams::post) against the two kernels it
+// replaces (launch_qkv_post, then launch_attention): the output, its 8-bit copy (made in the
+// kernel without a split) and both caches with their scales bit for bit, every other cache
+// position untouched, the projections left as they were where the post is folded in. Folded
+// (groups 1 and 2 on four warps): Qwen3-0.6B heads (Q/K-norm) with and without splits and in
+// graph mode, qwen2-like biases with neox off, head_dim 64 and 256, the first token; by its own
+// kernel first (groups 3+): Qwen3-4B heads, group 6 with biases.
+TEST(CudaOps, AttentionDecodeFoldsPost) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(9090);
+    struct Case {
+        int hd, n_head, n_head_kv, pos, max_split;
+        bool bias, qk_norm, neox, pos_dev;
+    };
+    const Case cases[] = {
+        {128, 16, 8, 0, 1, false, true, true, true},       // Qwen3-0.6B heads, first token
+        {128, 16, 8, 100, 1, false, true, true, false},    // one split: 8-bit output in the kernel
+        {128, 16, 8, 1000, 8, false, true, true, true},    // splits, graph mode
+        {128, 16, 8, 4095, 33, false, true, true, false},  // depth 4096
+        {128, 14, 14, 300, 4, true, false, false, false},  // qwen2-like biases, group 1
+        {64, 8, 4, 256, 2, true, true, false, true},       // head_dim 64, two splits
+        {256, 4, 2, 77, 1, false, true, true, false},      // largest head
+        {128, 32, 8, 700, 4, false, true, true, true},     // Qwen3-4B heads: the post's own kernel
+        {128, 12, 2, 50, 1, true, false, false, false},    // group 6 with biases: its own kernel
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE("hd=" + std::to_string(c.hd) + " heads=" + std::to_string(c.n_head) + "/" +
+                     std::to_string(c.n_head_kv) + " pos=" + std::to_string(c.pos) + " split=" +
+                     std::to_string(c.max_split));
+        const int hd = c.hd, Q = c.n_head * hd, KV = c.n_head_kv * hd, n_ctx = c.pos + 9;
+        const std::vector<float> q = randn(Q, rng, 2.0f), k = randn(KV, rng, 2.0f), v = randn(KV, rng, 2.0f);
+        const std::vector<float> bq = randn(Q, rng, 0.5f), bk = randn(KV, rng, 0.5f), bv = randn(KV, rng, 0.5f);
+        const std::vector<float> qn = randn(hd, rng), kn = randn(hd, rng);
+        ModelConfig mc;
+        mc.n_rot = hd;
+        mc.rope_freq_base = 1000000.0f;
+        const std::vector<float> inv = rope_inv_freq(mc, nullptr);
+        // A cache of earlier positions (random), the new position and past it poisoned.
+        std::uniform_int_distribution<int> q8(-127, 127);
+        std::uniform_real_distribution<float> sc(0.005f, 0.05f);
+        std::vector<uint8_t> kc(static_cast<size_t>(n_ctx) * KV, 0x80), vc(kc.size(), 0x80);
+        std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv, Half{0xFFFF}), vs(ks.size(), Half{0xFFFF});
+        for (size_t i = 0; i < static_cast<size_t>(c.pos) * KV; ++i) {
+            kc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+            vc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+        }
+        for (size_t i = 0; i < static_cast<size_t>(c.pos) * c.n_head_kv; ++i) {
+            ks[i] = to_half(sc(rng) * 4.0f);
+            vs[i] = to_half(sc(rng));
+        }
+        DevBuf<float> dbq(bq), dbk(bk), dbv(bv), dqn(qn), dkn(kn), dinv(inv);
+        DevBuf<int> dpos(std::vector<int>{c.pos});
+        struct Run {
+            std::vector<float> q, k, v, out;
+            std::vector<uint8_t> out_q8, kc, vc;
+            std::vector<Half> ks, vs;
+        };
+        auto run = [&](bool fold) {
+            DevBuf<float> dq(q), dk(k), dv(v), dout(static_cast<size_t>(Q));
+            DevBuf<uint8_t> dkc(kc), dvc(vc), dq8(cuda::act_q8_bytes(1, Q));
+            DevBuf<Half> dks(ks), dvs(vs);
+            DevBuf<float> work(cuda::attention_work_floats(1, c.n_head, hd, c.max_split));
+            dout.poison();
+            dq8.poison();
+            work.poison();
+            cuda::QkvPostParams pp;
+            pp.q = dq.get();
+            pp.k = dk.get();
+            pp.v = dv.get();
+            pp.bq = c.bias ? dbq.get() : nullptr;
+            pp.bk = c.bias ? dbk.get() : nullptr;
+            pp.bv = c.bias ? dbv.get() : nullptr;
+            pp.q_norm = c.qk_norm ? dqn.get() : nullptr;
+            pp.k_norm = c.qk_norm ? dkn.get() : nullptr;
+            pp.inv_freq = dinv.get();
+            pp.n_rot = hd;
+            pp.neox = c.neox;
+            pp.n_tok = 1;
+            pp.pos0 = c.pos_dev ? 0 : c.pos;
+            pp.pos_dev = c.pos_dev ? dpos.get() : nullptr;
+            pp.n_head = c.n_head;
+            pp.n_head_kv = c.n_head_kv;
+            pp.head_dim = hd;
+            pp.eps = 1e-6f;
+            pp.kv_type = KvType::Int8;
+            pp.k_cache = dkc.get();
+            pp.v_cache = dvc.get();
+            pp.k_scale = dks.get();
+            pp.v_scale = dvs.get();
+            cuda::AttentionParams ap;
+            ap.q = dq.get();
+            ap.out = dout.get();
+            ap.k_cache = dkc.get();
+            ap.v_cache = dvc.get();
+            ap.k_scale = dks.get();
+            ap.v_scale = dvs.get();
+            ap.kv_type = KvType::Int8;
+            ap.n_tok = 1;
+            ap.pos0 = pp.pos0;
+            ap.pos_dev = pp.pos_dev;
+            ap.n_head = c.n_head;
+            ap.n_head_kv = c.n_head_kv;
+            ap.head_dim = hd;
+            ap.work = work.get();
+            ap.max_split = c.max_split;
+            ap.out_q8 = dq8.get();
+            if (fold) {
+                ap.post = &pp;
+            } else {
+                cuda::launch_qkv_post(pp, nullptr);
+            }
+            cuda::launch_attention(ap, nullptr);
+            return Run{dq.download(), dk.download(), dv.download(), dout.download(), dq8.download(),
+                       dkc.download(), dvc.download(), dks.download(), dvs.download()};
+        };
+        const Run ref = run(false);
+        const Run got = run(true);
+        const bool folded = c.n_head / c.n_head_kv + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT;
+        auto same = [](const auto& a, const auto& b) {
+            return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+        };
+        EXPECT_TRUE(same(got.out, ref.out)) << "output";
+        EXPECT_TRUE(same(got.kc, ref.kc)) << "K cache";
+        EXPECT_TRUE(same(got.vc, ref.vc)) << "V cache";
+        EXPECT_TRUE(same(got.ks, ref.ks)) << "K scales";
+        EXPECT_TRUE(same(got.vs, ref.vs)) << "V scales";
+        // The 8-bit output is the quantization of the fp32 output (the twin's, bit for bit).
+        std::vector<uint8_t> q8ref(got.out_q8.size());
+        cuda::quantize_act_ref(got.out.data(), 1, Q, q8ref.data());
+        EXPECT_TRUE(same(got.out_q8, q8ref)) << "8-bit output";
+        EXPECT_TRUE(same(ref.out_q8, q8ref)) << "8-bit output (reference)";
+        // The post wrote the new position only; the projections stay as they were.
+        for (int64_t i = 0; i < static_cast<int64_t>(kc.size()); ++i) {
+            if (i / KV == c.pos) continue;
+            ASSERT_EQ(got.kc[i], kc[i]) << "K cache changed at " << i;
+            ASSERT_EQ(got.vc[i], vc[i]) << "V cache changed at " << i;
+        }
+        for (int i = 0; i < KV; ++i) ASSERT_NE(static_cast<int8_t>(got.kc[static_cast<size_t>(c.pos) * KV + i]), -128);
+        if (folded) EXPECT_TRUE(same(got.q, q) && same(got.k, k) && same(got.v, v)) << "projections changed";
+        else EXPECT_TRUE(same(got.q, ref.q) && same(got.k, ref.k) && same(got.v, ref.v)) << "post";
+    }
+}
+
 // ------------------------------------------------------------------------------- argmax
 
 TEST(CudaOps, ArgmaxFirstMaximum) {

@@ -1,0 +1,99 @@
+// backend/cuda/qkv_post.cuh — the Q/K/V post of one head by one warp (bias, the per-head RMSNorm
+// of Qwen3, RoPE) and the store of a K or V head into the cache, shared by kernel_qkv_post
+// (ops.cu) and the decode attention that folds it in (attention.cu): one definition, the same
+// bits.
+#pragma once
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+
+namespace jllm {
+namespace cuda {
+
+constexpr int QKV_MAX_HEAD_DIM = 256;
+
+#ifdef __CUDACC__
+// One head of `hd` values at `vec` (+ bias; normalized with nw when not null; rotated at `pos`
+// when rope) into buf[0..hd) (shared memory). Every global read is issued before any is used
+// (one round trip). The warp's lanes all call it; it ends with the warp synchronized.
+__device__ __forceinline__ void qkv_post_head(const QkvPostParams& p, const float* vec, const float* bias,
+                                              const float* nw, bool rope, int pos, int lane, float* buf) {
+    constexpr int E = QKV_MAX_HEAD_DIM / WARP;  // values per lane
+    const int hd = p.head_dim, half = p.n_rot / 2;
+    float xv[E], nv[E], fr[E / 2];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int i = lane + e * WARP;
+        xv[e] = 0.0f;
+        nv[e] = 0.0f;
+        if (i < hd) {
+            xv[e] = vec[i] + (bias ? bias[i] : 0.0f);
+            if (nw) nv[e] = nw[i];
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; ++e) {
+        const int i = lane + e * WARP;
+        fr[e] = rope && i < half ? p.inv_freq[i] : 0.0f;
+    }
+    if (nw) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            if (lane + e * WARP < hd) ss += xv[e] * xv[e];
+        }
+        ss = warp_sum(ss);
+        const float scale = 1.0f / sqrtf(ss / static_cast<float>(hd) + p.eps);
+#pragma unroll
+        for (int e = 0; e < E; ++e) xv[e] = xv[e] * scale * nv[e];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        if (lane + e * WARP < hd) buf[lane + e * WARP] = xv[e];
+    }
+    __syncwarp();
+    if (rope) {
+#pragma unroll
+        for (int e = 0; e < E / 2; ++e) {
+            const int i = lane + e * WARP;
+            if (i >= half) break;
+            const float theta = static_cast<float>(pos) * fr[e];
+            const float cs = cosf(theta), sn = sinf(theta);
+            const int a = p.neox ? i : 2 * i;
+            const int b = p.neox ? i + half : 2 * i + 1;
+            const float x0 = buf[a], x1 = buf[b];
+            buf[a] = x0 * cs - x1 * sn;
+            buf[b] = x0 * sn + x1 * cs;
+        }
+        __syncwarp();
+    }
+}
+
+// KV head h (kind 1: K, 2: V) from buf[0..hd) into the cache at position pos: INT8 with its fp16
+// scale (d = amax / 127 rounded to fp16, q = round-half-even(x / d) clamped to +-127) or fp16.
+__device__ __forceinline__ void kv_store_head(const QkvPostParams& p, int kind, int h, int pos, int lane,
+                                              const float* buf) {
+    const int hd = p.head_dim;
+    const int64_t off = (static_cast<int64_t>(pos) * p.n_head_kv + h) * hd;
+    if (p.kv_type == KvType::Int8) {
+        float amax = 0.0f;
+        for (int i = lane; i < hd; i += WARP) amax = fmaxf(amax, fabsf(buf[i]));
+        amax = warp_max(amax);
+        const uint16_t d16 = f32_to_fp16(amax / 127.0f);
+        const float d = fp16_to_f32(d16);
+        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        int8_t* dst = static_cast<int8_t*>(kind == 1 ? p.k_cache : p.v_cache) + off;
+        for (int i = lane; i < hd; i += WARP) {
+            const float v = rintf(buf[i] * id);  // round half to even, as std::nearbyint
+            dst[i] = static_cast<int8_t>(fmaxf(-127.0f, fminf(127.0f, v)));
+        }
+        if (lane == 0) (kind == 1 ? p.k_scale : p.v_scale)[static_cast<int64_t>(pos) * p.n_head_kv + h] = Half{d16};
+    } else {
+        Half* dst = static_cast<Half*>(kind == 1 ? p.k_cache : p.v_cache) + off;
+        for (int i = lane; i < hd; i += WARP) dst[i] = Half{f32_to_fp16(buf[i])};
+    }
+}
+#endif
+
+}  // namespace cuda
+}  // namespace jllm
