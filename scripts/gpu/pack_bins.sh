@@ -23,17 +23,20 @@ grep -q '^JLLM_CUDA_ARCHS:STRING=90$' "$build/CMakeCache.txt" ||
     { echo "pack_bins: $build is not an SM 9.0 build (JLLM_CUDA_ARCHS)" >&2; exit 1; }
 cmake --build "$build" -j2 --target "${targets[@]}"
 stage=$(mktemp -d)
+paths=()  # MANIFEST lines "path PROGRAM PATH-IN-THE-BUILD"
 trap 'rm -rf "$stage"' EXIT
 for t in "${targets[@]}"; do
     f=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
     [[ -n "$f" ]] || { echo "pack_bins: no program $t in $build" >&2; exit 1; }
     cp "$f" "$stage/$t" && strip "$stage/$t"
+    paths+=("path $t ${f#"$build"/}")
 done
 {
     echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu-pack' || echo ' (with uncommitted changes)')"
     echo "targets ${targets[*]}"
     echo "source_dir $root"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    printf '%s\n' "${paths[@]}"
 } > "$stage/MANIFEST"
 mkdir -p gpu-pack
 tar -cJf "gpu-pack/bin-$name.tar.xz" -C "$stage" .

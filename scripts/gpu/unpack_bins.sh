@@ -10,6 +10,12 @@ for name in "$@"; do
     if [[ -n "$src" && ! -e "$src" ]]; then
         mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"
     fi
+    # The programs at their build paths too (/tmp/jllm-bin/NAME/build): scripts/gpu/bench.sh runs
+    # them with JLLM_BENCH_SKIP_BUILD=1 JLLM_GPU_BUILD=/tmp/jllm-bin/NAME/build.
+    while read -r _ prog rel; do
+        mkdir -p "/tmp/jllm-bin/$name/build/$(dirname "$rel")" &&
+            ln -sfn "/tmp/jllm-bin/$name/$prog" "/tmp/jllm-bin/$name/build/$rel"
+    done < <(grep '^path ' "/tmp/jllm-bin/$name/MANIFEST")
     echo "unpacked $name: $(head -1 "/tmp/jllm-bin/$name/MANIFEST")"
 done
 for deb in gpu-pack/debs/libpcre2-8-0_*.deb gpu-pack/debs/libutf8proc2_*.deb gpu-pack/debs/libxxhash0_*.deb; do
