@@ -859,6 +859,31 @@ struct PostCase {
     int head_dim, n_rot, n_head, n_head_kv, n_tok, pos0;
 };
 
+// The buffers a Q/K/V post points at (host or device): the projections, the optional biases and
+// Q/K norms (used when `bias` / `qk_norm`), the rotation frequencies, the caches and their scales
+// (INT8 only).
+struct PostBufs {
+    float *q, *k, *v;
+    const float *bq, *bk, *bv, *qn, *kn, *inv;
+    void *kc, *vc;
+    Half *ks, *vs;
+};
+void point_post(cuda::QkvPostParams& p, const PostBufs& b, bool bias, bool qk_norm) {
+    p.q = b.q;
+    p.k = b.k;
+    p.v = b.v;
+    p.bq = bias ? b.bq : nullptr;
+    p.bk = bias ? b.bk : nullptr;
+    p.bv = bias ? b.bv : nullptr;
+    p.q_norm = qk_norm ? b.qn : nullptr;
+    p.k_norm = qk_norm ? b.kn : nullptr;
+    p.inv_freq = b.inv;
+    p.k_cache = b.kc;
+    p.v_cache = b.vc;
+    p.k_scale = p.kv_type == KvType::Int8 ? b.ks : nullptr;
+    p.v_scale = p.kv_type == KvType::Int8 ? b.vs : nullptr;
+}
+
 void run_post_case(const PostCase& c, std::mt19937& rng) {
     SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + (c.neox ? " neox" : " normal") +
                  (c.bias ? " bias" : "") + (c.qk_norm ? " qk_norm" : "") + " hd=" + std::to_string(c.head_dim) +
@@ -902,38 +927,18 @@ void run_post_case(const PostCase& c, std::mt19937& rng) {
     std::vector<uint8_t> rkc = kc, rvc = vc;
     std::vector<Half> rks = ks, rvs = vs;
     cuda::QkvPostParams hp = p;
-    hp.q = rq.data();
-    hp.k = rk.data();
-    hp.v = rv.data();
-    hp.bq = c.bias ? bq.data() : nullptr;
-    hp.bk = c.bias ? bk.data() : nullptr;
-    hp.bv = c.bias ? bv.data() : nullptr;
-    hp.q_norm = c.qk_norm ? qn.data() : nullptr;
-    hp.k_norm = c.qk_norm ? kn.data() : nullptr;
-    hp.inv_freq = inv.data();
-    hp.k_cache = rkc.data();
-    hp.v_cache = rvc.data();
-    hp.k_scale = c.kv == KvType::Int8 ? rks.data() : nullptr;
-    hp.v_scale = c.kv == KvType::Int8 ? rvs.data() : nullptr;
+    point_post(hp, {rq.data(), rk.data(), rv.data(), bq.data(), bk.data(), bv.data(), qn.data(), kn.data(), inv.data(),
+                    rkc.data(), rvc.data(), rks.data(), rvs.data()},
+               c.bias, c.qk_norm);
     cuda::qkv_post_ref(hp);
 
     DevBuf<float> dq(q), dk(k), dv(v), dbq(bq), dbk(bk), dbv(bv), dqn(qn), dkn(kn), dinv(inv);
     DevBuf<uint8_t> dkc(kc), dvc(vc);
     DevBuf<Half> dks(ks), dvs(vs);
     cuda::QkvPostParams dp = p;
-    dp.q = dq.get();
-    dp.k = dk.get();
-    dp.v = dv.get();
-    dp.bq = c.bias ? dbq.get() : nullptr;
-    dp.bk = c.bias ? dbk.get() : nullptr;
-    dp.bv = c.bias ? dbv.get() : nullptr;
-    dp.q_norm = c.qk_norm ? dqn.get() : nullptr;
-    dp.k_norm = c.qk_norm ? dkn.get() : nullptr;
-    dp.inv_freq = dinv.get();
-    dp.k_cache = dkc.get();
-    dp.v_cache = dvc.get();
-    dp.k_scale = c.kv == KvType::Int8 ? dks.get() : nullptr;
-    dp.v_scale = c.kv == KvType::Int8 ? dvs.get() : nullptr;
+    point_post(dp, {dq.get(), dk.get(), dv.get(), dbq.get(), dbk.get(), dbv.get(), dqn.get(), dkn.get(), dinv.get(),
+                    dkc.get(), dvc.get(), dks.get(), dvs.get()},
+               c.bias, c.qk_norm);
     cuda::launch_qkv_post(dp, nullptr);
 
     auto check_vec = [&](const char* what, const std::vector<float>& got, const std::vector<float>& ref) {
@@ -1238,15 +1243,10 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
             dq8.poison();
             work.poison();
             cuda::QkvPostParams pp;
-            pp.q = dq.get();
-            pp.k = dk.get();
-            pp.v = dv.get();
-            pp.bq = c.bias ? dbq.get() : nullptr;
-            pp.bk = c.bias ? dbk.get() : nullptr;
-            pp.bv = c.bias ? dbv.get() : nullptr;
-            pp.q_norm = c.qk_norm ? dqn.get() : nullptr;
-            pp.k_norm = c.qk_norm ? dkn.get() : nullptr;
-            pp.inv_freq = dinv.get();
+            pp.kv_type = KvType::Int8;
+            point_post(pp, {dq.get(), dk.get(), dv.get(), dbq.get(), dbk.get(), dbv.get(), dqn.get(), dkn.get(),
+                            dinv.get(), dkc.get(), dvc.get(), dks.get(), dvs.get()},
+                       c.bias, c.qk_norm);
             pp.n_rot = hd;
             pp.neox = c.neox;
             pp.n_tok = 1;
@@ -1256,11 +1256,6 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
             pp.n_head_kv = c.n_head_kv;
             pp.head_dim = hd;
             pp.eps = 1e-6f;
-            pp.kv_type = KvType::Int8;
-            pp.k_cache = dkc.get();
-            pp.v_cache = dvc.get();
-            pp.k_scale = dks.get();
-            pp.v_scale = dvs.get();
             cuda::AttentionParams ap;
             ap.q = dq.get();
             ap.out = dout.get();
