@@ -253,7 +253,6 @@ void launch_attention(const AttentionParams& p, void* stream);
 enum class AttnKernel { Auto, Simt };
 void set_attention_kernel(AttnKernel k);
 void set_attention_decode_warps(int warps);
-
 bool attention_mma_supported(const AttentionParams& p);
 void launch_attention_mma(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers

@@ -7,8 +7,8 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/qkv_post.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/qkv_post.cuh"
 #include "core/error.h"
 
 namespace jllm {
