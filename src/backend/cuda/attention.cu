@@ -566,14 +566,12 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
         else launch(kernel_attention_decode_gs<G, 8, POST>);
     };
     if constexpr (G + 2 <= GS_MAX_WARPS) {  // launch_attention folds the post in for these groups only
-        if (post) {
-            by_dim(std::true_type{});
-            JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_gs");
-            return;
-        }
+        if (post) by_dim(std::true_type{});
+        else by_dim(std::false_type{});
+    } else {
+        JLLM_ASSERT(post == nullptr);
+        by_dim(std::false_type{});
     }
-    JLLM_ASSERT(post == nullptr);
-    by_dim(std::false_type{});
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_gs");
 }
 
@@ -623,8 +621,7 @@ size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split)
     return static_cast<size_t>(n_tok) * n_head * max_split * (head_dim + 2);
 }
 
-void launch_attention(const AttentionParams& p_in, void* stream) {
-    AttentionParams p = p_in;
+void launch_attention(const AttentionParams& p, void* stream) {
     JLLM_ASSERT(p.n_tok >= 1 && p.pos0 >= 0 && p.n_head_kv >= 1 && p.n_head % p.n_head_kv == 0);
     JLLM_ASSERT(p.head_dim % WARP == 0 && p.head_dim <= MAX_HD);
     const int group = p.n_head / p.n_head_kv;
@@ -654,21 +651,21 @@ void launch_attention(const AttentionParams& p_in, void* stream) {
                     p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
         if (gs && group + 2 <= g_decode_warps) post = p.post;
         else launch_qkv_post(*p.post, stream);
-        p.post = nullptr;
     }
-    if (n_split == 1 && g_attn_kernel == AttnKernel::Auto && attention_mma_supported(p)) {
-        launch_attention_mma(p, stream);
+    // The 8-bit output: by the combine kernel with a split, by the group-shared kernel without one
+    // (it writes out_q8 exactly then), else by its own kernel.
+    auto quantize_out = [&]() {
         if (p.out_q8 != nullptr) {
             launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
         }
+    };
+    if (n_split == 1 && g_attn_kernel == AttnKernel::Auto && attention_mma_supported(p)) {
+        launch_attention_mma(p, stream);
+        quantize_out();
         return;
     }
-    // Without a split the group-shared kernel quantizes its output itself.
-    const bool q8_in_kernel = gs && n_split == 1;
     if (gs) {
-        AttentionParams pg = p;
-        if (!q8_in_kernel) pg.out_q8 = nullptr;
-        launch_attention_decode_gs(pg, n_split, min_keys, post, stream);
+        launch_attention_decode_gs(p, n_split, min_keys, post, stream);
     } else {
         launch_attention_generic(p, n_split, group, stream);
     }
@@ -677,8 +674,8 @@ void launch_attention(const AttentionParams& p_in, void* stream) {
         const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / p.head_dim);
         kernel_attention_combine<<<cgrid, p.head_dim * par, 0, as_stream(stream)>>>(p, n_split, min_keys);
         JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
-    } else if (p.out_q8 != nullptr && !q8_in_kernel) {
-        launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
+    } else if (!gs) {
+        quantize_out();
     }
 }
 
