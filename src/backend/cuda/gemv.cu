@@ -565,14 +565,15 @@ __device__ __forceinline__ void tiled_load(TileLane<T> (&lt)[U][M][2], const uin
     }
 }
 
-template <GgmlType T, int NT, int U, bool SW, bool PF>
-__global__ void __launch_bounds__(GEMV_Q8_WARPS * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
+// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block (gemv_q8_tiled).
+template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS>
+__global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
     using L = TileLane<T>;
     constexpr int M = SW ? 2 : 1;  // matrices read
-    __shared__ float part[GEMV_Q8_WARPS][M][TILE_ROWS][NT];
+    __shared__ float part[W][M][TILE_ROWS][NT];
     const int ks = a.ks;
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const int64_t gg = static_cast<int64_t>(blockIdx.x) * (GEMV_Q8_WARPS / ks) + warp / ks;
+    const int64_t gg = static_cast<int64_t>(blockIdx.x) * (W / ks) + warp / ks;
     // The segment by selects, not by indexing the parameter arrays (which would copy them to
     // local memory in every thread).
     const int64_t e0 = a.g_end[0], e1 = a.g_end[1], groups = a.g_end[2];
@@ -876,6 +877,11 @@ constexpr TiledBatch tiled_batch() {
 // per group (unless a warp would walk more than TILED_MAX_WALK block columns).
 constexpr int64_t TILED_TASKS = 2048;
 constexpr int64_t TILED_MAX_WALK = 16;
+// One token, one matrix, few groups and long rows (qwen3-4b attn_output and ffn_down: 320 groups
+// of 16 and 38 block columns): blocks of TILED_WIDE_WARPS warps on one group, each warp walking
+// half as far, while a warp keeps at least TILED_WIDE_MIN_WALK block columns.
+constexpr int TILED_WIDE_WARPS = 8;
+constexpr int64_t TILED_WIDE_MIN_WALK = 2;
 
 // n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout.
 void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
@@ -903,12 +909,21 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
     while (a.ks < GEMV_Q8_WARPS && a.nb >= 2 * a.ks && (groups * a.ks < TILED_TASKS || a.nb > TILED_MAX_WALK * a.ks)) {
         a.ks *= 2;
     }
-    const int groups_per_block = GEMV_Q8_WARPS / a.ks;
-    const dim3 grid(static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block));
     const bool sw = out == MatOut::SwiGLU;
+    const bool wide = n_seg == 1 && n_tok == 1 && !sw && a.ks == GEMV_Q8_WARPS &&
+                      groups * a.ks < TILED_TASKS && a.nb >= TILED_WIDE_MIN_WALK * TILED_WIDE_WARPS;
+    if (wide) a.ks = TILED_WIDE_WARPS;
+    const int block_warps = wide ? TILED_WIDE_WARPS : GEMV_Q8_WARPS;
+    const int groups_per_block = block_warps / a.ks;
+    const dim3 grid(static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block));
     with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
-        auto launch = [&](auto kernel) { kernel<<<grid, GEMV_Q8_WARPS * WARP, 0, as_stream(stream)>>>(a); };
+        auto launch = [&](auto kernel) { kernel<<<grid, block_warps * WARP, 0, as_stream(stream)>>>(a); };
+        if (wide) {
+            constexpr TiledBatch TB = tiled_batch<T, 1, false, true>();
+            launch(kernel_gemv_q8_tiled<T, 1, TB.u, false, TB.pf, TILED_WIDE_WARPS>);
+            return;
+        }
         auto by_tokens = [&](auto sw_tag, auto shared_tag) {
             constexpr bool SW = decltype(sw_tag)::value;
             constexpr bool SHARED = decltype(shared_tag)::value;

@@ -845,6 +845,9 @@ TEST(CudaOps, GemvQ8Tiles) {
         {2, {8, 40}, 512, 4, MatOut::Store},
         {1, {16992}, 2560, 1, MatOut::Store},  // one token: a warp walks ten block columns alone
         {1, {16384}, 4352, 1, MatOut::Add},    // long rows: two warps per group from the walk rule
+        {1, {256}, 4096, 1, MatOut::Add},      // one token, few groups: eight warps per group
+        {1, {40}, 9728, 1, MatOut::Store},     // the same with a last pass that not every warp takes
+        {1, {40}, 9728, 1, MatOut::SwiGLU},    // SwiGLU keeps four warps per group
     };
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T);
