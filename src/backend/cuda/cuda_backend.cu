@@ -231,12 +231,13 @@ private:
     float* topk_vals_ = nullptr;
     int32_t* topk_ids_ = nullptr;
     void* xq_ = nullptr;  // 8-bit activations, act_q8 layout, up to GEMV_MAX_TOKENS rows
+    void* xq_ff_ = nullptr;  // the SwiGLU output's 8-bit copy (ffn_down's input), as xq_
     float* gemm_work_ = nullptr;  // split-K partial sums of prefill GEMMs with small grids
     size_t gemm_work_floats_ = 0;
     bool use_q8_ = false;  // every matrix has a dp4a GEMV
-    // The dp4a GEMV of one matrix (Store or Add) on the 8-bit activations in xq_.
-    void gemv_q8(const DevWeight& w, int n_tok, float* y, MatOut out) {
-        cuda::launch_gemv_q8(w.fmt(), w.data, nullptr, w.rows, w.cols, xq_, n_tok, y, out, stream_);
+    // The dp4a GEMV of one matrix (Store or Add) on the 8-bit activations in xq (default xq_).
+    void gemv_q8(const DevWeight& w, int n_tok, float* y, MatOut out, const void* xq = nullptr) {
+        cuda::launch_gemv_q8(w.fmt(), w.data, nullptr, w.rows, w.cols, xq ? xq : xq_, n_tok, y, out, stream_);
     }
     int64_t scratch_bytes_ = 0;
 
@@ -530,8 +531,12 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     topk_vals_ = fbuf(static_cast<size_t>(k_max));
     topk_ids_ = static_cast<int32_t*>(alloc(static_cast<size_t>(k_max) * sizeof(int32_t)));
     if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, 2 * sizeof(int32_t)));
-    const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) : 0;
-    if (use_q8_) xq_ = alloc(xq_bytes);
+    const size_t xq_ff_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, c_.n_ff) : 0;
+    const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) + xq_ff_bytes : 0;
+    if (use_q8_) {
+        xq_ = alloc(xq_bytes - xq_ff_bytes);
+        xq_ff_ = alloc(xq_ff_bytes);
+    }
     if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
     scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() + xq_bytes + xh_bytes);
 }
@@ -704,16 +709,17 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     if (q8) {
         cuda::launch_rmsnorm_q8(x, L.ffn_norm.f32(), h_tap, xq_, n, E, c_.rms_eps, stream_);
         if (fused_ffn) {
+            // its 8-bit copy by the product itself where it can (one token on tiled weights)
             cuda::launch_gemv_q8(L.w_gate.fmt(), L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n, g_,
-                                 MatOut::SwiGLU, stream_);
+                                 MatOut::SwiGLU, stream_, xq_ff_);
         } else {
             gemv_q8(L.w_gate, n, g_, MatOut::Store);
             gemv_q8(L.w_up, n, u_, MatOut::Store);
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n) * c_.n_ff, stream_);
+            cuda::launch_quantize_act(g_, n, c_.n_ff, xq_ff_, stream_);
         }
-        cuda::launch_quantize_act(g_, n, c_.n_ff, xq_, stream_);
         prof("norm + gate_up + quant");
-        gemv_q8(L.w_down, n, x, MatOut::Add);
+        gemv_q8(L.w_down, n, x, MatOut::Add, xq_ff_);
     } else {
         uint16_t* hh = gemm_in(n);
         cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, hh, n, E, c_.rms_eps, stream_);

@@ -138,8 +138,11 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
 // rows of cols). Weights are decoded per 32-element chunk to small integers with a scale and an
 // offset per 16 (w = a * q + b, the dequantized value), so y = sum a * d * (q . xq) + b * d * sum(xq).
 bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K
+// yq (not null; rows a multiple of 32; not xq): y also quantized there (act_q8 layout, n_tok rows
+// of `rows`), bit for bit as launch_quantize_act would — by the product itself for one token's
+// SwiGLU on tiled weights, else by launch_quantize_act after it.
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
-                    int n_tok, float* y, MatOut out, void* stream);
+                    int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr);
 // Up to GEMV_Q8_MAX_SEG matrices of one type, layout and width sharing the input (Q, K, V) in
 // one launch: y_i = W_i x (Store).
 constexpr int GEMV_Q8_MAX_SEG = 3;

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -473,6 +475,8 @@ struct TiledArgs {
     int64_t nb;                      // blocks per row
     const int8_t* xq;
     const float4* xs;
+    int8_t* yq;  // QO: y quantized to 8 bits (act_q8 layout, one segment)
+    float4* ys;
     int out_mode, ks;
 };
 
@@ -565,8 +569,10 @@ __device__ __forceinline__ void tiled_load(TileLane<T> (&lt)[U][M][2], const uin
     }
 }
 
-// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block (gemv_q8_tiled).
-template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS>
+// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block, or (QO)
+// GEMV_Q8_WARPS x ks for four groups per block (gemv_q8_tiled). QO: the block's 32 rows of y are
+// also quantized to one 8-bit block per token (as kernel_quantize_act: the same bits).
+template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS, bool QO = false>
 __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
     using L = TileLane<T>;
     constexpr int M = SW ? 2 : 1;  // matrices read
@@ -655,18 +661,30 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
             }
         }
     }
-    if (kp != 0 || p != 0 || gg >= groups) return;
+    constexpr int QROWS = 4 * TILE_ROWS;  // QO: a block's rows, one 8-bit block
+    __shared__ float yv[QO ? NT : 1][QO ? QROWS : 1];
     const int64_t rows = (g_last - g_first) * TILE_ROWS;
-    float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
+    if (kp == 0 && p == 0 && gg < groups) {
+        float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int64_t row = g * TILE_ROWS + i0 + 4 * r;
+        for (int r = 0; r < 2; ++r) {
+            const int64_t row = g * TILE_ROWS + i0 + 4 * r;
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            float* out = y + t * rows + row;
-            if constexpr (SW) *out = silu_mul(acc[0][r][t], acc[M - 1][r][t]);
-            else if (a.out_mode == static_cast<int>(MatOut::Add)) *out += acc[0][r][t];
-            else *out = acc[0][r][t];
+            for (int t = 0; t < NT; ++t) {
+                float* out = y + t * rows + row;
+                float v;
+                if constexpr (SW) v = silu_mul(acc[0][r][t], acc[M - 1][r][t]);
+                else v = a.out_mode == static_cast<int>(MatOut::Add) ? *out + acc[0][r][t] : acc[0][r][t];
+                *out = v;
+                if constexpr (QO) yv[t][(warp / ks) * TILE_ROWS + i0 + 4 * r] = v;
+            }
+        }
+    }
+    if constexpr (QO) {
+        __syncthreads();
+        if (warp < NT) {  // every group of the block exists (rows % 32 == 0)
+            const int64_t blk = static_cast<int64_t>(warp) * (rows / QROWS) + blockIdx.x;
+            quantize_block_warp(yv[warp][lane], lane, a.yq + blk * QROWS, a.ys + blk);
         }
     }
 }
@@ -883,9 +901,28 @@ constexpr int64_t TILED_MAX_WALK = 16;
 constexpr int TILED_WIDE_WARPS = 8;
 constexpr int64_t TILED_WIDE_MIN_WALK = 2;
 
-// n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout.
+// Blocks of `kernel` at `threads` threads per block the current device holds at once (all SMs;
+// cached per kernel and device).
+int resident_blocks(const void* kernel, int threads) {
+    int dev = 0;
+    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
+    static std::mutex mu;
+    static std::map<std::pair<const void*, int>, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_pair(kernel, dev);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    int per_sm = 0, sms = 0;
+    JLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    JLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return cache[key] = per_sm * sms;
+}
+
+// n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout. yq (one
+// matrix): y also quantized to 8 bits there — by the product's blocks for one token's SwiGLU
+// (four 8-row groups per block: blocks of GEMV_Q8_WARPS x ks warps), else by kernel_quantize_act
+// after it.
 void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
-                   const void* xq, int n_tok, float* const* y, MatOut out, void* stream) {
+                   const void* xq, int n_tok, float* const* y, MatOut out, void* yq, void* stream) {
     JLLM_ASSERT(n_seg == 1 || out == MatOut::Store);
     TiledArgs a{};
     int64_t groups = 0;
@@ -913,16 +950,40 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
     const bool wide = n_seg == 1 && n_tok == 1 && !sw && a.ks == GEMV_Q8_WARPS &&
                       groups * a.ks < TILED_TASKS && a.nb >= TILED_WIDE_MIN_WALK * TILED_WIDE_WARPS;
     if (wide) a.ks = TILED_WIDE_WARPS;
-    const int block_warps = wide ? TILED_WIDE_WARPS : GEMV_Q8_WARPS;
-    const int groups_per_block = block_warps / a.ks;
-    const dim3 grid(static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block));
+    bool quantize = yq != nullptr && n_seg == 1 && n_tok == 1 && sw && !wide && groups % 4 == 0;
+    if (yq != nullptr) {
+        JLLM_ASSERT(n_seg == 1);
+        a.yq = static_cast<int8_t*>(yq);
+        a.ys = reinterpret_cast<float4*>(static_cast<uint8_t*>(yq) + act_q8_scales_at(n_tok, rows[0]));
+    }
+    auto launch = [&](auto kernel, int block_warps) {
+        const int64_t per_block = block_warps / a.ks;
+        const dim3 grid(static_cast<unsigned>((groups + per_block - 1) / per_block));
+        kernel<<<grid, block_warps * WARP, 0, as_stream(stream)>>>(a);
+    };
     with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
-        auto launch = [&](auto kernel) { kernel<<<grid, block_warps * WARP, 0, as_stream(stream)>>>(a); };
         if (wide) {
             constexpr TiledBatch TB = tiled_batch<T, 1, false, true>();
-            launch(kernel_gemv_q8_tiled<T, 1, TB.u, false, TB.pf, TILED_WIDE_WARPS>);
+            launch(kernel_gemv_q8_tiled<T, 1, TB.u, false, TB.pf, TILED_WIDE_WARPS>, TILED_WIDE_WARPS);
             return;
+        }
+        if (quantize) {
+            // Four groups per block: GEMV_Q8_WARPS x ks warps. Only where the grid is one wave of
+            // resident blocks (the larger blocks must not add a wave: qwen3-4b's 304 blocks of
+            // eight warps at two per SM lost 5% to the separate quantization on the H200).
+            constexpr TiledBatch TB = tiled_batch<T, 1, true, false>();
+            static_assert(TB.u == tiled_batch<T, 1, true, true>().u && !TB.pf, "one SwiGLU batch for every ks");
+            constexpr int Q = GEMV_Q8_WARPS;
+            const int ks = a.ks;
+            auto kernel = ks == 1 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, Q, true>
+                                  : (ks == 2 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 2 * Q, true>
+                                             : kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 4 * Q, true>);
+            if (groups / 4 <= resident_blocks(reinterpret_cast<const void*>(kernel), Q * ks * WARP)) {
+                launch(kernel, Q * ks);
+                return;
+            }
+            quantize = false;
         }
         auto by_tokens = [&](auto sw_tag, auto shared_tag) {
             constexpr bool SW = decltype(sw_tag)::value;
@@ -930,7 +991,7 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
             auto go = [&](auto nt) {
                 constexpr int NT = decltype(nt)::value;
                 constexpr TiledBatch TB = tiled_batch<T, NT, SW, SHARED>();
-                launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf>);
+                launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf>, GEMV_Q8_WARPS);
             };
             switch (n_tok) {
                 case 1: go(std::integral_constant<int, 1>{}); break;
@@ -944,16 +1005,18 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
         else shared ? by_tokens(std::false_type{}, std::true_type{}) : by_tokens(std::false_type{}, std::false_type{});
     });
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemv_q8_tiled");
+    if (yq != nullptr && !quantize) launch_quantize_act(y[0], n_tok, rows[0], yq, stream);
 }
 
 }  // namespace
 
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
-                    int n_tok, float* y, MatOut out, void* stream) {
+                    int n_tok, float* y, MatOut out, void* stream, void* yq) {
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
+    JLLM_ASSERT(yq == nullptr || (rows % 32 == 0 && yq != xq));
     if (fmt.tiled()) {
-        gemv_q8_tiled(fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, stream);
+        gemv_q8_tiled(fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, yq, stream);
         return;
     }
     const GgmlType type = fmt.type;
@@ -963,6 +1026,7 @@ void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t row
     a.row_end[0] = a.row_end[1] = a.row_end[2] = rows;
     a.w2 = static_cast<const uint8_t*>(w2);
     gemv_q8_dispatch(type, a, rows, n_tok, stream);
+    if (yq != nullptr) launch_quantize_act(y, n_tok, rows, yq, stream);
 }
 
 void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
@@ -970,7 +1034,7 @@ void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, con
     JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMV_Q8_MAX_SEG);
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0);
     if (fmt.tiled()) {
-        gemv_q8_tiled(fmt.type, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, stream);
+        gemv_q8_tiled(fmt.type, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, nullptr, stream);
         return;
     }
     const GgmlType type = fmt.type;

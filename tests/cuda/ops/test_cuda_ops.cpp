@@ -686,12 +686,14 @@ TEST(CudaOps, RmsNormQuantized) {
 }
 
 // GEMV on 8-bit activations vs its twin (quant_ref weights x dequantized activations, fp64):
-// |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 as for the fp32 GEMV.
+// |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 as for the fp32 GEMV. quantize_out (one matrix):
+// y's 8-bit copy too, which must be launch_quantize_act's of the y written, bit for bit.
 void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t cols, int n_tok, MatOut out,
-                      std::mt19937& rng, cuda::WeightLayout layout = cuda::WeightLayout::Rows) {
+                      std::mt19937& rng, cuda::WeightLayout layout = cuda::WeightLayout::Rows,
+                      bool quantize_out = false) {
     SCOPED_TRACE(std::string(type_name(type)) + " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok) +
                  " segs=" + std::to_string(n_seg) + " out=" + std::to_string(static_cast<int>(out)) +
-                 (layout == cuda::WeightLayout::Tiles ? " tiles" : ""));
+                 (layout == cuda::WeightLayout::Tiles ? " tiles" : "") + (quantize_out ? " 8-bit out" : ""));
     std::vector<float> x;
     for (int t = 0; t < n_tok; ++t) {
         const std::vector<float> xt = random_activations(cols, rng);
@@ -758,10 +760,13 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
         yp[sgi] = dys.back()->get();
     }
     const cuda::WeightFormat fmt(type, layout);
+    DevBuf<uint8_t> dyq(quantize_out ? cuda::act_q8_bytes(n_tok, seg_rows[0]) : 1);
+    dyq.poison();
     if (n_seg == 1) {
         cuda::launch_gemv_q8(fmt, wp[0], dw2 ? dw2->get() : nullptr, seg_rows[0], cols, dxq.get(), n_tok, yp[0], out,
-                             nullptr);
+                             nullptr, quantize_out ? dyq.get() : nullptr);
     } else {
+        ASSERT_FALSE(quantize_out);
         cuda::launch_gemv_q8_multi(fmt, n_seg, wp, seg_rows, yp, cols, dxq.get(), n_tok, nullptr);
     }
     for (int sgi = 0; sgi < n_seg; ++sgi) {
@@ -773,6 +778,13 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
             }
         }
         EXPECT_EQ(bad, 0);
+        if (quantize_out) {
+            std::vector<uint8_t> want(cuda::act_q8_bytes(n_tok, seg_rows[0]));
+            cuda::quantize_act_ref(got.data(), n_tok, seg_rows[0], want.data());
+            const std::vector<uint8_t> yq = dyq.download();
+            EXPECT_TRUE(yq.size() == want.size() && std::memcmp(yq.data(), want.data(), want.size()) == 0)
+                << "8-bit copy of y";
+        }
     }
 }
 
@@ -851,6 +863,20 @@ TEST(CudaOps, GemvQ8Tiles) {
     };
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T);
+    }
+    // The 8-bit copy of y: by the SwiGLU product itself for one token (four groups per block at
+    // one, two and four warps per group: 256 columns x 128 rows; 2,560 x 9,728 as qwen3-4b;
+    // 1,024 x 3,072 as qwen3-0.6b; 9,728 x 64), else by the quantization kernel after it (two
+    // tokens, Add, the file's rows).
+    const Case quantized[] = {
+        {1, {9728}, 2560, 1, MatOut::SwiGLU}, {1, {3072}, 1024, 1, MatOut::SwiGLU},
+        {1, {64}, 9728, 1, MatOut::SwiGLU},   {1, {96}, 2560, 2, MatOut::SwiGLU},
+        {1, {128}, 256, 1, MatOut::SwiGLU},   {1, {256}, 4096, 1, MatOut::Add},
+    };
+    for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        for (const Case& c : quantized) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, true);
+        const int64_t r96[1] = {96};
+        run_gemv_q8_case(q, 1, r96, 2560, 1, MatOut::SwiGLU, rng, cuda::WeightLayout::Rows, true);
     }
 }
 
