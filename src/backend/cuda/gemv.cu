@@ -661,10 +661,15 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
             }
         }
     }
+    static_assert(!QO || SW, "the 8-bit copy is the SwiGLU product's");
     constexpr int QROWS = 4 * TILE_ROWS;  // QO: a block's rows, one 8-bit block
     __shared__ float yv[QO ? NT : 1][QO ? QROWS : 1];
+    const bool writes = kp == 0 && p == 0 && gg < groups;
+    if constexpr (!QO) {
+        if (!writes) return;
+    }
     const int64_t rows = (g_last - g_first) * TILE_ROWS;
-    if (kp == 0 && p == 0 && gg < groups) {
+    if (writes) {
         float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -672,11 +677,15 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
                 float* out = y + t * rows + row;
-                float v;
-                if constexpr (SW) v = silu_mul(acc[0][r][t], acc[M - 1][r][t]);
-                else v = a.out_mode == static_cast<int>(MatOut::Add) ? *out + acc[0][r][t] : acc[0][r][t];
-                *out = v;
-                if constexpr (QO) yv[t][(warp / ks) * TILE_ROWS + i0 + 4 * r] = v;
+                if constexpr (SW) {
+                    const float v = silu_mul(acc[0][r][t], acc[M - 1][r][t]);
+                    *out = v;
+                    if constexpr (QO) yv[t][(warp / ks) * TILE_ROWS + i0 + 4 * r] = v;
+                } else if (a.out_mode == static_cast<int>(MatOut::Add)) {
+                    *out += acc[0][r][t];
+                } else {
+                    *out = acc[0][r][t];
+                }
             }
         }
     }

@@ -864,14 +864,16 @@ TEST(CudaOps, GemvQ8Tiles) {
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T);
     }
-    // The 8-bit copy of y: by the SwiGLU product itself for one token (four groups per block at
-    // one, two and four warps per group: 256 columns x 128 rows; 2,560 x 9,728 as qwen3-4b;
-    // 1,024 x 3,072 as qwen3-0.6b; 9,728 x 64), else by the quantization kernel after it (two
-    // tokens, Add, the file's rows).
+    // The 8-bit copy of y: by the SwiGLU product itself for one token where its grid is one wave
+    // (four groups per block; on the H200: 256 columns x 128 rows at one warp per group, 512 x 256
+    // at two, 1,024 x 3,072 as qwen3-0.6b and 9,728 x 64 at four), else by the quantization kernel
+    // after it (2,560 x 9,728 as qwen3-4b: more blocks than one wave; two tokens; Add; the file's
+    // rows). Either way the bits of launch_quantize_act.
     const Case quantized[] = {
-        {1, {9728}, 2560, 1, MatOut::SwiGLU}, {1, {3072}, 1024, 1, MatOut::SwiGLU},
-        {1, {64}, 9728, 1, MatOut::SwiGLU},   {1, {96}, 2560, 2, MatOut::SwiGLU},
-        {1, {128}, 256, 1, MatOut::SwiGLU},   {1, {256}, 4096, 1, MatOut::Add},
+        {1, {128}, 256, 1, MatOut::SwiGLU},   {1, {256}, 512, 1, MatOut::SwiGLU},
+        {1, {3072}, 1024, 1, MatOut::SwiGLU}, {1, {64}, 9728, 1, MatOut::SwiGLU},
+        {1, {9728}, 2560, 1, MatOut::SwiGLU}, {1, {96}, 2560, 2, MatOut::SwiGLU},
+        {1, {256}, 4096, 1, MatOut::Add},
     };
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         for (const Case& c : quantized) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, true);
