@@ -1051,6 +1051,17 @@ struct AttnCase {
 
 cuda::AttnKernel g_attn_mode = cuda::AttnKernel::Auto;  // which kernels run_attn_case checks
 
+// The buffers an attention reads and writes (host or device): queries, output, caches, scales.
+void point_attention(cuda::AttentionParams& p, const float* q, float* out, const void* kc, const void* vc,
+                     const Half* ks, const Half* vs) {
+    p.q = q;
+    p.out = out;
+    p.k_cache = kc;
+    p.v_cache = vc;
+    p.k_scale = ks;
+    p.v_scale = vs;
+}
+
 void run_attn_case(const AttnCase& c, std::mt19937& rng) {
     SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.head_dim) +
                  " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " n_tok=" +
@@ -1095,12 +1106,7 @@ void run_attn_case(const AttnCase& c, std::mt19937& rng) {
     p.n_head_kv = c.n_head_kv;
     p.head_dim = hd;
     cuda::AttentionParams hp = p;
-    hp.q = q.data();
-    hp.out = ref.data();
-    hp.k_cache = kc.data();
-    hp.v_cache = vc.data();
-    hp.k_scale = ks.data();
-    hp.v_scale = vs.data();
+    point_attention(hp, q.data(), ref.data(), kc.data(), vc.data(), ks.data(), vs.data());
     cuda::attention_ref(hp);
 
     DevBuf<float> dq(q), dout(q.size());
@@ -1111,12 +1117,9 @@ void run_attn_case(const AttnCase& c, std::mt19937& rng) {
     work.poison();
     dout.poison();
     cuda::AttentionParams dp = p;
-    dp.q = dq.get();
-    dp.out = dout.get();
-    dp.k_cache = dkc.get();
-    dp.v_cache = dvc.get();
-    dp.k_scale = c.kv == KvType::Int8 ? dks.get() : nullptr;
-    dp.v_scale = c.kv == KvType::Int8 ? dvs.get() : nullptr;
+    const bool int8 = c.kv == KvType::Int8;
+    point_attention(dp, dq.get(), dout.get(), dkc.get(), dvc.get(), int8 ? dks.get() : nullptr,
+                    int8 ? dvs.get() : nullptr);
     dp.work = work.get();
     dp.max_split = c.max_split;
     DevBuf<int> dpos(std::vector<int>{c.pos0});
@@ -1288,12 +1291,7 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
             pp.head_dim = hd;
             pp.eps = 1e-6f;
             cuda::AttentionParams ap;
-            ap.q = dq.get();
-            ap.out = dout.get();
-            ap.k_cache = dkc.get();
-            ap.v_cache = dvc.get();
-            ap.k_scale = dks.get();
-            ap.v_scale = dvs.get();
+            point_attention(ap, dq.get(), dout.get(), dkc.get(), dvc.get(), dks.get(), dvs.get());
             ap.kv_type = KvType::Int8;
             ap.n_tok = 1;
             ap.pos0 = pp.pos0;
