@@ -64,6 +64,9 @@ struct Engine::Impl {
     bool runtime_guards(GenerateStats& st);
 
     void prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits);
+
+    // The backend goes first: it may hold `logits` pinned (pin_host_buffer).
+    ~Impl() { backend.reset(); }
 };
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
@@ -123,6 +126,7 @@ Status Engine::load(const EngineConfig& config) {
         m.n_batch = std::min(n_ctx, 512);
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
         m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
+        m.backend->pin_host_buffer(m.logits.data(), m.logits.size() * sizeof(float));
         m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
         MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
         m.thermal.configure(config.sysfs_root, ThermalConfig{config.thermal_pace_c, config.thermal_stop_c});

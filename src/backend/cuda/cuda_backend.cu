@@ -7,7 +7,11 @@
 // is a quantized type; q8_path), larger ones the tensor-core GEMM; either way Q, K and V of one
 // format share a launch (qkv_groups). A single-token decode step is
 // captured as a CUDA graph and replayed (token and position in step_dev_), one graph per
-// decode-attention split count (the splits the position needs, rounded up to a power of two).
+// decode-attention split count (the splits the position needs, rounded up to a power of two)
+// and per tail (logits, on-GPU argmax or top-k). Every other forward is captured too and run as
+// a graph (its executable updated in place from one call to the next): on the H200 the replayed
+// decode graphs run ~6% slower for the rest of the process once two kernels have been launched
+// outside a graph (docs/gpu_speed_notes.md, row 82), so no kernel is launched outside one.
 //
 // Device buffers (allocate()):
 //   KV, per layer: k, v [n_ctx][n_head_kv][head_dim] int8 (or fp16); k_scale, v_scale
@@ -27,6 +31,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -88,6 +93,10 @@ struct DevKv {
     Half* v_scale = nullptr;
 };
 
+// What a decode step runs after its logits: nothing (the logits are copied out), the argmax, or
+// the top k.
+enum class StepTail { Logits, Argmax, TopK };
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend(const ModelConfig& c, int device) : c_(c), device_(device) {
@@ -97,6 +106,9 @@ public:
         size_t free_b = 0, total_b = 0;
         if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) free_at_start_ = static_cast<int64_t>(free_b);
         else (void)cudaGetLastError();
+        // JLLM_CUDA_GRAPH=0: no graphs; every kernel launched on the stream (for comparisons).
+        const char* graph_env = std::getenv("JLLM_CUDA_GRAPH");
+        graphs_off_ = graph_env != nullptr && std::strcmp(graph_env, "0") == 0;
         const char* prof = std::getenv("JLLM_CUDA_PROFILE");
         prof_on_ = prof != nullptr && std::strcmp(prof, "0") != 0 && prof[0] != '\0';
         // JLLM_CUDA_ATTN_KERNEL=simt: the fp32 SIMT attention kernels only (no tensor-core
@@ -125,6 +137,7 @@ public:
         if (step_host_) (void)cudaFreeHost(step_host_);
         for (void* p : allocations_) (void)cudaFree(p);
         if (registered_) (void)cudaHostUnregister(registered_);
+        for (void* p : pinned_) (void)cudaHostUnregister(p);
         if (stream_) (void)cudaStreamDestroy(stream_);
     }
 
@@ -138,6 +151,7 @@ public:
     void bind_weights(const ModelWeights& weights, WeightPlacement placement) override;
     void allocate(int n_ctx, int n_batch, KvType kv_type) override;
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
+    void pin_host_buffer(void* p, size_t bytes) override;
     void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
     void read_kv(int pos0, int n_pos, KvBlob& out) const override;
     void write_kv(int pos0, const KvBlob& in) override;
@@ -148,8 +162,10 @@ public:
         tap_ctx_ = ctx;
     }
     int32_t forward_argmax(int32_t token, int pos);
-    // One decode step up to the logits in logits_dev_ (the graph when usable), nothing copied back.
-    void decode_logits_on_device(int32_t token, int pos);
+    int graph_count() const { return static_cast<int>(graphs_.size() + fwd_graphs_.size()); }
+    // One decode step up to the logits in logits_dev_ and the tail's results (the graph when
+    // usable), nothing copied back.
+    void decode_on_device(int32_t token, int pos, StepTail tail, int k);
     void forward_topk(int32_t token, int pos, int k, int32_t* ids, float* vals);
 
 private:
@@ -195,10 +211,17 @@ private:
     // The 8-bit-activation (dp4a GEMV) path serves batches of up to GEMV_MAX_TOKENS tokens.
     bool q8_path(int n_tokens) const { return use_q8_ && n_tokens <= cuda::GEMV_MAX_TOKENS; }
     bool graph_usable() const;
-    // One decode step (token at pos, logits into logits_dev_) by graph replay; false if the
-    // graph could not be captured (then graphs stay off).
-    bool decode_graph(int32_t token, int pos);
+    // One decode step (token at pos, logits into logits_dev_, then the tail) by graph replay;
+    // false if the graph could not be captured (then graphs stay off).
+    bool decode_graph(int32_t token, int pos, StepTail tail, int k);
     void release_graph();
+    // Enqueues what enqueue() launches on stream_ as one graph (fwd_graphs_[key]: captured now,
+    // the cached executable updated in place when the shapes match, else instantiated anew), or
+    // launches it directly when graphs are off or the capture fails.
+    template <typename F>
+    void run_as_graph(int64_t key, F&& enqueue);
+    // The sampling kernels after a decode step's logits.
+    void step_tail(StepTail tail, int k);
 
     ModelConfig c_;
     int device_ = 0;
@@ -247,8 +270,13 @@ private:
     int32_t* step_host_ = nullptr;
     // One graph per attention split count (graph_splits): a step runs the splits its position
     // needs (rounded up to a power of two), not those of the whole context.
-    std::map<int, cudaGraphExec_t> graphs_;
+    std::map<std::tuple<int, StepTail, int>, cudaGraphExec_t> graphs_;  // (splits, tail, k)
     int graph_splits_ = 0;  // the split count of the graph being captured (0: none)
+    // Executables of the other forwards (captured per call, updated in place when the call's
+    // graph has the same shape): keyed by batch size and logits mode, and by logits rows.
+    std::map<int64_t, cudaGraphExec_t> fwd_graphs_;
+    bool graphs_off_ = false;   // JLLM_CUDA_GRAPH=0
+    std::vector<void*> pinned_;  // host buffers registered by pin_host_buffer
     int split_keys_ = 1;    // fewest keys per decode-attention split
     bool graph_failed_ = false;
     int graph_splits(int pos) const {
@@ -761,22 +789,31 @@ void CudaBackend::logits_rows(int first, int n) {
 }
 
 bool CudaBackend::graph_usable() const {
-    static const bool env_off = [] {
-        const char* v = std::getenv("JLLM_CUDA_GRAPH");
-        return v != nullptr && std::strcmp(v, "0") == 0;
-    }();
-    return use_q8_ && embd_host_.empty() && !tap_ && !graph_failed_ && !env_off && !prof_on_ &&
+    return use_q8_ && embd_host_.empty() && !tap_ && !graph_failed_ && !graphs_off_ && !prof_on_ &&
            !cuda::sync_check_enabled();
 }
 
 void CudaBackend::release_graph() {
     for (auto& g : graphs_) (void)cudaGraphExecDestroy(g.second);
     graphs_.clear();
+    for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second);
+    fwd_graphs_.clear();
 }
 
-bool CudaBackend::decode_graph(int32_t token, int pos) {
+void CudaBackend::step_tail(StepTail tail, int k) {
+    if (tail == StepTail::Argmax) {
+        cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_work_, argmax_dev_, stream_);
+        prof("argmax");
+    } else if (tail == StepTail::TopK) {
+        cuda::launch_topk(logits_dev_, c_.n_vocab, k, topk_work_, topk_vals_, topk_ids_, stream_);
+        prof("top-k");
+    }
+}
+
+bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
     const int splits = graph_splits(pos);
-    cudaGraphExec_t& exec = graphs_[splits];
+    const auto key = std::make_tuple(splits, tail, tail == StepTail::TopK ? k : 0);
+    cudaGraphExec_t& exec = graphs_[key];
     if (!exec) {
         cudaGraph_t graph = nullptr;
         JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -786,10 +823,11 @@ bool CudaBackend::decode_graph(int32_t token, int pos) {
             run_layers(nullptr, step_dev_, 1, 0, step_dev_ + 1);
             final_norm(0, 1);
             logits_rows(0, 1);
+            step_tail(tail, k);
             graph_splits_ = 0;
         } catch (const std::exception& e) {
             graph_splits_ = 0;
-            graphs_.erase(splits);
+            graphs_.erase(key);
             (void)cudaStreamEndCapture(stream_, &graph);
             if (graph) (void)cudaGraphDestroy(graph);
             (void)cudaGetLastError();
@@ -802,7 +840,7 @@ bool CudaBackend::decode_graph(int32_t token, int pos) {
         (void)cudaGraphDestroy(graph);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            graphs_.erase(splits);
+            graphs_.erase(key);
             log_msg(LogLevel::Warn, "cuda: decode graph instantiation failed (%s); running without graphs",
                     cudaGetErrorName(e));
             graph_failed_ = true;
@@ -816,13 +854,68 @@ bool CudaBackend::decode_graph(int32_t token, int pos) {
     return true;
 }
 
+template <typename F>
+void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
+    if (!graph_usable()) {
+        enqueue();
+        return;
+    }
+    cudaGraph_t graph = nullptr;
+    JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+        enqueue();
+    } catch (const std::exception& e) {
+        (void)cudaStreamEndCapture(stream_, &graph);
+        if (graph) (void)cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        log_msg(LogLevel::Warn, "cuda: forward capture failed (%s); running without graphs", e.what());
+        graph_failed_ = true;
+        enqueue();
+        return;
+    }
+    JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    auto it = fwd_graphs_.find(key);
+    bool ready = false;
+    if (it != fwd_graphs_.end()) {
+        cudaGraphExecUpdateResultInfo info{};
+        ready = cudaGraphExecUpdate(it->second, graph, &info) == cudaSuccess;
+        if (!ready) {
+            (void)cudaGetLastError();
+            (void)cudaGraphExecDestroy(it->second);
+            fwd_graphs_.erase(it);
+        }
+    }
+    if (!ready) {
+        // A few shapes stay cached (prompt sizes vary); past that the cache starts again.
+        if (fwd_graphs_.size() >= 8) {
+            for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second);
+            fwd_graphs_.clear();
+        }
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+        if (e != cudaSuccess) {
+            (void)cudaGraphDestroy(graph);
+            (void)cudaGetLastError();
+            log_msg(LogLevel::Warn, "cuda: forward graph instantiation failed (%s); running without graphs",
+                    cudaGetErrorName(e));
+            graph_failed_ = true;
+            enqueue();
+            return;
+        }
+        it = fwd_graphs_.emplace(key, exec).first;
+    }
+    (void)cudaGraphDestroy(graph);
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+}
+
 void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
     JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
     for (int t = 0; t < n_tokens; ++t) JLLM_ASSERT(tokens[t] >= 0 && tokens[t] < token_embd_.rows);
     const int64_t V = c_.n_vocab;
-    if (n_tokens == 1 && mode != LogitsMode::None && graph_usable() && decode_graph(tokens[0], pos0)) {
+    if (n_tokens == 1 && mode != LogitsMode::None && graph_usable() &&
+        decode_graph(tokens[0], pos0, StepTail::Logits, 0)) {
         JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
         JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return;
@@ -831,16 +924,23 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
     const int out_first = mode == LogitsMode::All ? 0 : (mode == LogitsMode::Last ? n_tokens - 1 : n_tokens);
-    run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr, out_first);
+    // Keys: the batch's layers by (batch size, mode); the logits rows of LogitsMode::All by
+    // their count (negative).
+    run_as_graph(static_cast<int64_t>(n_tokens) * 4 + static_cast<int>(mode), [&] {
+        run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr, out_first);
+        if (mode == LogitsMode::Last) {
+            final_norm(n_tokens - 1, 1);
+            logits_rows(0, 1);
+        } else if (mode == LogitsMode::All) {
+            final_norm(0, n_tokens);
+        }
+    });
     if (mode == LogitsMode::Last) {
-        final_norm(n_tokens - 1, 1);
-        logits_rows(0, 1);
         JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     } else if (mode == LogitsMode::All) {
-        final_norm(0, n_tokens);
         for (int first = 0; first < n_tokens; first += LOGIT_ROWS) {
             const int n = std::min(LOGIT_ROWS, n_tokens - first);
-            logits_rows(first, n);
+            run_as_graph(-static_cast<int64_t>(n), [&] { logits_rows(first, n); });
             JLLM_CUDA_CHECK(cudaMemcpyAsync(logits + first * V, logits_dev_, static_cast<size_t>(n) * V * sizeof(float),
                                             cudaMemcpyDeviceToHost, stream_));
         }
@@ -850,22 +950,33 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     prof_collect();
 }
 
-void CudaBackend::decode_logits_on_device(int32_t token, int pos) {
-    if (graph_usable() && decode_graph(token, pos)) return;
+void CudaBackend::pin_host_buffer(void* p, size_t bytes) {
+    if (p == nullptr || bytes == 0) return;
+    JLLM_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess) {
+        pinned_.push_back(p);
+    } else {
+        (void)cudaGetLastError();  // the copies stay pageable
+        log_msg(LogLevel::Debug, "cuda: host buffer not pinned (%s)", cudaGetErrorName(e));
+    }
+}
+
+void CudaBackend::decode_on_device(int32_t token, int pos, StepTail tail, int k) {
+    if (graph_usable() && decode_graph(token, pos, tail, k)) return;
     prof("start");
     JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
     run_layers(&token, tokens_dev_, 1, pos, nullptr);
     final_norm(0, 1);
     logits_rows(0, 1);
+    step_tail(tail, k);
 }
 
 int32_t CudaBackend::forward_argmax(int32_t token, int pos) {
     JLLM_CUDA_CHECK(cudaSetDevice(device_));
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
-    decode_logits_on_device(token, pos);
-    cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_work_, argmax_dev_, stream_);
-    prof("argmax");
+    decode_on_device(token, pos, StepTail::Argmax, 1);
     int32_t id = 0;
     JLLM_CUDA_CHECK(cudaMemcpyAsync(&id, argmax_dev_, sizeof id, cudaMemcpyDeviceToHost, stream_));
     JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -878,9 +989,7 @@ void CudaBackend::forward_topk(int32_t token, int pos, int k, int32_t* ids, floa
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
     JLLM_ASSERT(k >= 1 && k <= cuda::TOPK_MAX && k <= c_.n_vocab);
-    decode_logits_on_device(token, pos);
-    cuda::launch_topk(logits_dev_, c_.n_vocab, k, topk_work_, topk_vals_, topk_ids_, stream_);
-    prof("top-k");
+    decode_on_device(token, pos, StepTail::TopK, k);
     JLLM_CUDA_CHECK(cudaMemcpyAsync(vals, topk_vals_, static_cast<size_t>(k) * sizeof(float), cudaMemcpyDeviceToHost,
                                     stream_));
     JLLM_CUDA_CHECK(cudaMemcpyAsync(ids, topk_ids_, static_cast<size_t>(k) * sizeof(int32_t), cudaMemcpyDeviceToHost,
@@ -972,6 +1081,12 @@ std::unique_ptr<Backend> create_cuda_backend(const ModelConfig& config, int devi
 }
 
 void cuda_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx) { as_cuda(backend).set_tap(tap, ctx); }
+
+int cuda_backend_graph_count(const Backend& backend) {
+    const CudaBackend* b = dynamic_cast<const CudaBackend*>(&backend);
+    JLLM_ASSERT_MSG(b != nullptr, "not a CUDA backend");
+    return b->graph_count();
+}
 
 int32_t cuda_backend_forward_argmax(Backend& backend, int32_t token, int pos) {
     return as_cuda(backend).forward_argmax(token, pos);

@@ -34,4 +34,8 @@ int32_t cuda_backend_forward_argmax(Backend& backend, int32_t token, int pos);
 constexpr int CUDA_TOPK_MAX = 128;
 void cuda_backend_forward_topk(Backend& backend, int32_t token, int pos, int k, int32_t* ids, float* vals);
 
+// The CUDA graphs the backend holds now (decode steps and other forwards; 0 with graphs off):
+// lets tests check that a path ran as graphs.
+int cuda_backend_graph_count(const Backend& backend);
+
 }  // namespace jllm

@@ -517,6 +517,82 @@ TEST(CudaModel, DecodeGraphPerSplitCount) {
     check_logits(lc, lg, n_pos, V, false, "decode graphs per split count");
 }
 
+// Every forward runs as a CUDA graph (prefills captured per call, the executable updated in place
+// or instantiated per shape; decode steps with their argmax or top-k tail): a schedule of every
+// kind of call — LogitsMode All over two logits passes, Last, None, single tokens, the sampling
+// tails, a shape seen before at a new position — gives bit for bit the logits, samples and KV
+// cache of the same calls launched kernel by kernel (JLLM_CUDA_GRAPH=0).
+TEST(CudaModel, GraphRunsMatchDirectLaunches) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 23);
+    const int64_t V = m->config.n_vocab;
+    constexpr int n_ctx = 128, n_batch = 48;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    std::vector<int32_t> tokens(n_ctx);
+    for (int32_t& t : tokens) t = tok(rng);
+    struct Out {
+        std::vector<float> logits;
+        std::vector<int32_t> ids;
+        std::vector<float> vals;
+        KvBlob kv;
+    };
+    // The graph run's logits land in a pinned buffer (pin_host_buffer), the other's in pageable
+    // memory; both buffers outlive their backends.
+    std::vector<float> buf_with(static_cast<size_t>(n_batch) * V, NAN), buf_without = buf_with;
+    auto run = [&](Backend& b, std::vector<float>& buf) {
+        Out o;
+        auto keep = [&](int rows) { o.logits.insert(o.logits.end(), buf.begin(), buf.begin() + rows * V); };
+        int pos = 0;
+        auto fwd = [&](int n, LogitsMode mode) {
+            b.forward(&tokens[static_cast<size_t>(pos)], n, pos, mode, mode == LogitsMode::None ? nullptr : buf.data());
+            if (mode != LogitsMode::None) keep(mode == LogitsMode::All ? n : 1);
+            pos += n;
+        };
+        fwd(40, LogitsMode::All);   // the GEMM path; logits in two passes (32 + 8 rows)
+        fwd(5, LogitsMode::Last);   // the multi-token GEMV path
+        fwd(3, LogitsMode::None);
+        fwd(1, LogitsMode::None);   // one token without logits: not the decode graph
+        for (int i = 0; i < 4; ++i) fwd(1, LogitsMode::Last);
+        for (int i = 0; i < 3; ++i, ++pos) o.ids.push_back(cuda_backend_forward_argmax(b, tokens[static_cast<size_t>(pos)], pos));
+        std::vector<int32_t> ids(8);
+        std::vector<float> vals(8);
+        for (int k : {8, 5}) {
+            cuda_backend_forward_topk(b, tokens[static_cast<size_t>(pos)], pos, k, ids.data(), vals.data());
+            ++pos;
+            o.ids.insert(o.ids.end(), ids.begin(), ids.begin() + k);
+            o.vals.insert(o.vals.end(), vals.begin(), vals.begin() + k);
+        }
+        fwd(20, LogitsMode::Last);  // a new shape
+        fwd(5, LogitsMode::Last);   // a shape seen before, at a new position
+        fwd(40, LogitsMode::All);
+        b.read_kv(0, pos, o.kv);
+        return o;
+    };
+    auto make = [&](bool graphs) {
+        if (!graphs) {
+            EXPECT_EQ(::setenv("JLLM_CUDA_GRAPH", "0", 1), 0);
+        }
+        auto b = create_cuda_backend(m->config);
+        ::unsetenv("JLLM_CUDA_GRAPH");
+        b->bind_weights(m->weights, WeightPlacement::Copy);
+        b->allocate(n_ctx, n_batch, KvType::Int8);
+        return b;
+    };
+    auto with = make(true), without = make(false);
+    with->pin_host_buffer(buf_with.data(), buf_with.size() * sizeof(float));
+    const Out a = run(*with, buf_with), d = run(*without, buf_without);
+    // decode graphs (logits, argmax, two top-k) and forward graphs (several shapes) held
+    EXPECT_GE(cuda_backend_graph_count(*with), 8);
+    EXPECT_EQ(cuda_backend_graph_count(*without), 0);
+    ASSERT_EQ(a.logits.size(), d.logits.size());
+    EXPECT_TRUE(std::all_of(a.logits.begin(), a.logits.end(), [](float x) { return std::isfinite(x); }));
+    EXPECT_EQ(0, std::memcmp(a.logits.data(), d.logits.data(), a.logits.size() * sizeof(float)));
+    EXPECT_EQ(a.ids, d.ids);
+    EXPECT_EQ(a.vals, d.vals);
+    EXPECT_EQ(a.kv.bytes, d.kv.bytes);
+}
+
 // Measurement knobs: a value outside the allowed ones stops the backend with an error that names
 // the knob (and leaves the knob's setting as it was).
 TEST(CudaModelKnobs, BadKnobValueIsAnError) {
