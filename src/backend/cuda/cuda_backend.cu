@@ -8,8 +8,8 @@
 // format share a launch (qkv_groups). A single-token decode step is
 // captured as a CUDA graph and replayed (token and position in step_dev_), one graph per
 // decode-attention split count (the splits the position needs, rounded up to a power of two)
-// and per tail (logits, on-GPU argmax or top-k). Every other forward is captured too and run as
-// a graph (its executable updated in place from one call to the next): on the H200 the replayed
+// and per tail (logits, on-GPU argmax or top-k). Every other forward is captured too, one graph
+// per layer (each executable updated in place from one call to the next): on the H200 the replayed
 // decode graphs run ~6% slower for the rest of the process once two kernels have been launched
 // outside a graph (docs/gpu_speed_notes.md, row 82), so no kernel is launched outside one.
 //
@@ -194,9 +194,10 @@ private:
     // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
     // pos0.. (read from pos_dev on the device when it is not null: graph capture).
     // Past its attention the last layer runs for rows [out_first, n_tokens) only (those whose
-    // logits are asked for; all while a tap watches).
+    // logits are asked for; all while a tap watches). Layers [layer_begin, layer_end) only (all
+    // when layer_end < 0); the embedding with layer 0.
     void run_layers(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens, int pos0, const int* pos_dev,
-                    int out_first = 0);
+                    int out_first = 0, int layer_begin = 0, int layer_end = -1);
     void layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first);
     // f(first weight, n, w[n], rows[n], y[n]) for each run of consecutive Q/K/V projections of one
     // type, layout and width.
@@ -599,13 +600,18 @@ void CudaBackend::embed(const int32_t* tokens, const int32_t* tokens_dev, int n_
 }
 
 void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, int n_tokens, int pos0,
-                             const int* pos_dev, int out_first) {
+                             const int* pos_dev, int out_first, int layer_begin, int layer_end) {
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && n_tokens >= 1 && n_tokens <= n_batch_);
-    embed(tokens, tokens_dev, n_tokens);
-    prof("embed");
-    tap("embd", -1, x_, n_tokens, c_.n_embd);
     const int last = static_cast<int>(c_.n_layer) - 1;
-    for (int il = 0; il <= last; ++il) layer(il, n_tokens, pos0, pos_dev, il == last && !tap_ ? out_first : 0);
+    if (layer_end < 0) layer_end = last + 1;
+    if (layer_begin == 0) {
+        embed(tokens, tokens_dev, n_tokens);
+        prof("embed");
+        tap("embd", -1, x_, n_tokens, c_.n_embd);
+    }
+    for (int il = layer_begin; il < layer_end; ++il) {
+        layer(il, n_tokens, pos0, pos_dev, il == last && !tap_ ? out_first : 0);
+    }
 }
 
 template <typename F>
@@ -886,8 +892,9 @@ void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
         }
     }
     if (!ready) {
-        // A few shapes stay cached (prompt sizes vary); past that the cache starts again.
-        if (fwd_graphs_.size() >= 8) {
+        // Four batch shapes' graphs stay cached (prompt sizes vary); past that the cache starts
+        // again.
+        if (fwd_graphs_.size() >= 4 * (static_cast<size_t>(c_.n_layer) + 2)) {
             for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second);
             fwd_graphs_.clear();
         }
@@ -924,17 +931,24 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, tokens, static_cast<size_t>(n_tokens) * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
     const int out_first = mode == LogitsMode::All ? 0 : (mode == LogitsMode::Last ? n_tokens - 1 : n_tokens);
-    // Keys: the batch's layers by (batch size, mode); the logits rows of LogitsMode::All by
-    // their count (negative).
-    run_as_graph(static_cast<int64_t>(n_tokens) * 4 + static_cast<int>(mode), [&] {
-        run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr, out_first);
-        if (mode == LogitsMode::Last) {
-            final_norm(n_tokens - 1, 1);
-            logits_rows(0, 1);
-        } else if (mode == LogitsMode::All) {
-            final_norm(0, n_tokens);
-        }
-    });
+    // One graph per layer (the first with the embedding, the last with the final norm and the
+    // last row's logits): the host captures layer l + 1 while the GPU runs layer l, so only the
+    // first layer's capture (not the whole forward's, ~0.6-1 ms on the H200's host) delays the
+    // GPU. Keys: (batch size, mode, layer); the logits rows of LogitsMode::All by their count
+    // (negative).
+    const int n_layer = static_cast<int>(c_.n_layer);
+    for (int il = 0; il < n_layer; ++il) {
+        run_as_graph((static_cast<int64_t>(n_tokens) * 4 + static_cast<int>(mode)) * 1024 + il, [&] {
+            run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr, out_first, il, il + 1);
+            if (il + 1 < n_layer) return;
+            if (mode == LogitsMode::Last) {
+                final_norm(n_tokens - 1, 1);
+                logits_rows(0, 1);
+            } else if (mode == LogitsMode::All) {
+                final_norm(0, n_tokens);
+            }
+        });
+    }
     if (mode == LogitsMode::Last) {
         JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     } else if (mode == LogitsMode::All) {

@@ -517,8 +517,9 @@ TEST(CudaModel, DecodeGraphPerSplitCount) {
     check_logits(lc, lg, n_pos, V, false, "decode graphs per split count");
 }
 
-// Every forward runs as a CUDA graph (prefills captured per call, the executable updated in place
-// or instantiated per shape; decode steps with their argmax or top-k tail): a schedule of every
+// Every forward runs as CUDA graphs (prefills captured per call, one graph per layer, each
+// executable updated in place or instantiated per shape; decode steps with their argmax or top-k
+// tail): a schedule of every
 // kind of call — LogitsMode All over two logits passes, Last, None, single tokens, the sampling
 // tails, a shape seen before at a new position — gives bit for bit the logits, samples and KV
 // cache of the same calls launched kernel by kernel (JLLM_CUDA_GRAPH=0).
