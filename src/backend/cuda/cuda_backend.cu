@@ -274,7 +274,8 @@ private:
     std::map<std::tuple<int, StepTail, int>, cudaGraphExec_t> graphs_;  // (splits, tail, k)
     int graph_splits_ = 0;  // the split count of the graph being captured (0: none)
     // Executables of the other forwards (captured per call, updated in place when the call's
-    // graph has the same shape): keyed by batch size and logits mode, and by logits rows.
+    // graph has the same shape): one per layer (the last per logits mode), one for the logits
+    // rows of LogitsMode::All.
     std::map<int64_t, cudaGraphExec_t> fwd_graphs_;
     bool graphs_off_ = false;   // JLLM_CUDA_GRAPH=0
     std::vector<void*> pinned_;  // host buffers registered by pin_host_buffer
@@ -892,12 +893,6 @@ void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
         }
     }
     if (!ready) {
-        // Four batch shapes' graphs stay cached (prompt sizes vary); past that the cache starts
-        // again.
-        if (fwd_graphs_.size() >= 4 * (static_cast<size_t>(c_.n_layer) + 2)) {
-            for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second);
-            fwd_graphs_.clear();
-        }
         cudaGraphExec_t exec = nullptr;
         const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
         if (e != cudaSuccess) {
@@ -934,11 +929,14 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     // One graph per layer (the first with the embedding, the last with the final norm and the
     // last row's logits): the host captures layer l + 1 while the GPU runs layer l, so only the
     // first layer's capture (not the whole forward's, ~0.6-1 ms on the H200's host) delays the
-    // GPU. Keys: (batch size, mode, layer); the logits rows of LogitsMode::All by their count
-    // (negative).
+    // GPU. One executable per layer (and per mode for the last, whose tail differs), updated in
+    // place across positions and batch sizes while the graph's shape allows, re-instantiated when
+    // it does not. Not kept per shape: one shape's 37 executables (qwen3-4b) took 6.3 MB of
+    // device memory in bench.sh on the H200.
     const int n_layer = static_cast<int>(c_.n_layer);
     for (int il = 0; il < n_layer; ++il) {
-        run_as_graph((static_cast<int64_t>(n_tokens) * 4 + static_cast<int>(mode)) * 1024 + il, [&] {
+        const int64_t key = il + 1 < n_layer ? il : il + (1 + static_cast<int64_t>(mode)) * 1024;
+        run_as_graph(key, [&] {
             run_layers(tokens, tokens_dev_, n_tokens, pos0, nullptr, out_first, il, il + 1);
             if (il + 1 < n_layer) return;
             if (mode == LogitsMode::Last) {
@@ -954,7 +952,7 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     } else if (mode == LogitsMode::All) {
         for (int first = 0; first < n_tokens; first += LOGIT_ROWS) {
             const int n = std::min(LOGIT_ROWS, n_tokens - first);
-            run_as_graph(-static_cast<int64_t>(n), [&] { logits_rows(first, n); });
+            run_as_graph(-1, [&] { logits_rows(first, n); });
             JLLM_CUDA_CHECK(cudaMemcpyAsync(logits + first * V, logits_dev_, static_cast<size_t>(n) * V * sizeof(float),
                                             cudaMemcpyDeviceToHost, stream_));
         }
