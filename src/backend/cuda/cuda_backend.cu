@@ -163,6 +163,9 @@ public:
     }
     int32_t forward_argmax(int32_t token, int pos);
     int graph_count() const { return static_cast<int>(graphs_.size() + fwd_graphs_.size()); }
+    // A graph's node count and node types (FNV-1a): an executable is updated only from a graph of
+    // the same shape (cudaGraphExecUpdate refuses others; kernels and their arguments may differ).
+    static uint64_t graph_shape(cudaGraph_t graph);
     // One decode step up to the logits in logits_dev_ and the tail's results (the graph when
     // usable), nothing copied back.
     void decode_on_device(int32_t token, int pos, StepTail tail, int k);
@@ -276,7 +279,11 @@ private:
     // Executables of the other forwards (captured per call, updated in place when the call's
     // graph has the same shape): one per layer (the last per logits mode), one for the logits
     // rows of LogitsMode::All.
-    std::map<int64_t, cudaGraphExec_t> fwd_graphs_;
+    struct FwdGraph {
+        cudaGraphExec_t exec = nullptr;
+        uint64_t shape = 0;  // graph_shape() of the graph it was made from
+    };
+    std::map<int64_t, FwdGraph> fwd_graphs_;
     bool graphs_off_ = false;   // JLLM_CUDA_GRAPH=0
     std::vector<void*> pinned_;  // host buffers registered by pin_host_buffer
     int split_keys_ = 1;    // fewest keys per decode-attention split
@@ -803,7 +810,7 @@ bool CudaBackend::graph_usable() const {
 void CudaBackend::release_graph() {
     for (auto& g : graphs_) (void)cudaGraphExecDestroy(g.second);
     graphs_.clear();
-    for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second);
+    for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second.exec);
     fwd_graphs_.clear();
 }
 
@@ -881,14 +888,15 @@ void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
         return;
     }
     JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    const uint64_t shape = graph_shape(graph);
     auto it = fwd_graphs_.find(key);
     bool ready = false;
     if (it != fwd_graphs_.end()) {
         cudaGraphExecUpdateResultInfo info{};
-        ready = cudaGraphExecUpdate(it->second, graph, &info) == cudaSuccess;
+        ready = shape != 0 && it->second.shape == shape && cudaGraphExecUpdate(it->second.exec, graph, &info) == cudaSuccess;
         if (!ready) {
             (void)cudaGetLastError();
-            (void)cudaGraphExecDestroy(it->second);
+            (void)cudaGraphExecDestroy(it->second.exec);
             fwd_graphs_.erase(it);
         }
     }
@@ -904,10 +912,39 @@ void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
             enqueue();
             return;
         }
-        it = fwd_graphs_.emplace(key, exec).first;
+        it = fwd_graphs_.emplace(key, FwdGraph{exec, shape}).first;
     }
     (void)cudaGraphDestroy(graph);
-    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+}
+
+uint64_t CudaBackend::graph_shape(cudaGraph_t graph) {
+    // 0 (never a computed shape in practice) when the graph cannot be read: no update is tried.
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    std::vector<cudaGraphNode_t> nodes(n);
+    if (n > 0 && cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t v) {
+        h ^= v;
+        h *= 1099511628211ull;
+    };
+    mix(n);
+    for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType t{};
+        if (cudaGraphNodeGetType(node, &t) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        mix(static_cast<uint64_t>(t));
+    }
+    return h;
 }
 
 void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
