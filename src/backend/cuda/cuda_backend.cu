@@ -224,8 +224,17 @@ private:
     // launches it directly when graphs are off or the capture fails.
     template <typename F>
     void run_as_graph(int64_t key, F&& enqueue);
-    // The sampling kernels after a decode step's logits.
+    // The sampling kernels after a decode step's logits (k: a topk_bucket).
     void step_tail(StepTail tail, int k);
+    // The top-k tail computes the k' >= k best, k' a power of two (at most TOPK_MAX and n_vocab):
+    // their first k are the k best in the same order, so one graph per bucket serves every k.
+    int topk_bucket(int k) const {
+        int b = 1;
+        while (b < k) b *= 2;
+        return static_cast<int>(std::min<int64_t>({b, cuda::TOPK_MAX, c_.n_vocab}));
+    }
+    // Decode graphs kept at most (split counts x tails); past that the cache starts again.
+    static constexpr size_t MAX_DECODE_GRAPHS = 32;
 
     ModelConfig c_;
     int device_ = 0;
@@ -827,6 +836,11 @@ void CudaBackend::step_tail(StepTail tail, int k) {
 bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
     const int splits = graph_splits(pos);
     const auto key = std::make_tuple(splits, tail, tail == StepTail::TopK ? k : 0);
+    if (graphs_.count(key) == 0 && graphs_.size() >= MAX_DECODE_GRAPHS) {
+        // Bounded memory whatever mix of positions and sampling a long-lived server sees.
+        for (auto& g : graphs_) (void)cudaGraphExecDestroy(g.second);
+        graphs_.clear();
+    }
     cudaGraphExec_t& exec = graphs_[key];
     if (!exec) {
         cudaGraph_t graph = nullptr;
@@ -1038,7 +1052,7 @@ void CudaBackend::forward_topk(int32_t token, int pos, int k, int32_t* ids, floa
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
     JLLM_ASSERT(k >= 1 && k <= cuda::TOPK_MAX && k <= c_.n_vocab);
-    decode_on_device(token, pos, StepTail::TopK, k);
+    decode_on_device(token, pos, StepTail::TopK, topk_bucket(k));
     JLLM_CUDA_CHECK(cudaMemcpyAsync(vals, topk_vals_, static_cast<size_t>(k) * sizeof(float), cudaMemcpyDeviceToHost,
                                     stream_));
     JLLM_CUDA_CHECK(cudaMemcpyAsync(ids, topk_ids_, static_cast<size_t>(k) * sizeof(int32_t), cudaMemcpyDeviceToHost,

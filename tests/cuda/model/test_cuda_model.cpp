@@ -594,6 +594,85 @@ TEST(CudaModel, GraphRunsMatchDirectLaunches) {
     EXPECT_EQ(a.kv.bytes, d.kv.bytes);
 }
 
+// Decode graphs are keyed by split count and tail (logits, argmax, top-k with k rounded up to a
+// power of two) and kept at most 32: 130 steps crossing four split counts (32 keys per split)
+// with nine tails in turn (36 combinations) restart the cache, and every step's logits, argmax
+// and top k still match the same calls launched kernel by kernel, k = 3 taken from its bucket 4.
+TEST(CudaModel, DecodeGraphCacheIsBounded) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 29);
+    const int64_t V = m->config.n_vocab;
+    constexpr int n_ctx = 200, n_prefill = 20, n_end = 150;
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    std::vector<int32_t> tokens(n_end);
+    for (int32_t& t : tokens) t = tok(rng);
+    const int ks[] = {0, 1, 2, 3, 5, 9, 17, 33, 100};  // 0: logits, 1: argmax, else top-k
+    struct Out {
+        std::vector<float> logits, vals;
+        std::vector<int32_t> ids;
+    };
+    auto run = [&](Backend& b) {
+        Out o;
+        std::vector<float> row(static_cast<size_t>(V));
+        b.forward(tokens.data(), n_prefill, 0, LogitsMode::Last, row.data());
+        std::vector<int32_t> ids(128);
+        std::vector<float> vals(128);
+        for (int p = n_prefill, i = 0; p < n_end; ++p, ++i) {
+            const int k = ks[i % 9];
+            const int32_t t = tokens[static_cast<size_t>(p)];
+            if (k == 0) {
+                b.forward(&t, 1, p, LogitsMode::Last, row.data());
+                o.logits.insert(o.logits.end(), row.begin(), row.end());
+            } else if (k == 1) {
+                o.ids.push_back(cuda_backend_forward_argmax(b, t, p));
+            } else {
+                cuda_backend_forward_topk(b, t, p, k, ids.data(), vals.data());
+                o.ids.insert(o.ids.end(), ids.begin(), ids.begin() + k);
+                o.vals.insert(o.vals.end(), vals.begin(), vals.begin() + k);
+            }
+        }
+        return o;
+    };
+    auto make = [&](bool graphs) {
+        if (!graphs) {
+            EXPECT_EQ(::setenv("JLLM_CUDA_GRAPH", "0", 1), 0);
+        }
+        EXPECT_EQ(::setenv("JLLM_CUDA_ATTN_WARPS", "1", 1), 0);
+        auto b = create_cuda_backend(m->config);
+        ::unsetenv("JLLM_CUDA_GRAPH");
+        ::unsetenv("JLLM_CUDA_ATTN_WARPS");
+        b->bind_weights(m->weights, WeightPlacement::Copy);
+        b->allocate(n_ctx, n_prefill, KvType::Int8);
+        return b;
+    };
+    auto with = make(true);
+    const Out a = run(*with);
+    auto without = make(false);
+    const Out d = run(*without);
+    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
+    EXPECT_LE(cuda_backend_graph_count(*with), 32 + 2);  // + the prefill's two layer graphs
+    EXPECT_GE(cuda_backend_graph_count(*with), 3);
+    ASSERT_EQ(a.logits.size(), d.logits.size());
+    EXPECT_EQ(0, std::memcmp(a.logits.data(), d.logits.data(), a.logits.size() * sizeof(float)));
+    EXPECT_EQ(a.ids, d.ids);
+    EXPECT_EQ(a.vals, d.vals);
+    // k = 3 (from bucket 4) against the host reference on the logits of the same step
+    auto ref = make(false);
+    std::vector<float> row(static_cast<size_t>(V));
+    ref->forward(tokens.data(), n_prefill, 0, LogitsMode::Last, row.data());
+    ref->forward(&tokens[n_prefill], 1, n_prefill, LogitsMode::Last, row.data());
+    std::vector<int32_t> ids(3), ref_ids(3);
+    std::vector<float> vals(3), ref_vals(3);
+    cuda::topk_ref(row.data(), V, 3, ref_vals.data(), ref_ids.data());
+    auto top = make(true);
+    top->forward(tokens.data(), n_prefill, 0, LogitsMode::Last, row.data());
+    cuda_backend_forward_topk(*top, tokens[n_prefill], n_prefill, 3, ids.data(), vals.data());
+    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
+    EXPECT_EQ(ids, ref_ids);
+    EXPECT_EQ(vals, ref_vals);
+}
+
 // Measurement knobs: a value outside the allowed ones stops the backend with an error that names
 // the knob (and leaves the knob's setting as it was).
 TEST(CudaModelKnobs, BadKnobValueIsAnError) {
