@@ -212,12 +212,34 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
 // logits)` writes the logits of all n tokens.
 constexpr int TF_POS = 64, TF_PREFILL = 40, TF_SMALL = 3, TF_CTX = 128, TF_BATCH = 48;
 
-std::vector<int32_t> schedule_tokens(int64_t n_vocab) {
-    std::mt19937 rng(99);
+// n token ids uniform in [0, n_vocab), from `seed`.
+std::vector<int32_t> random_tokens(int64_t n_vocab, int n, uint32_t seed) {
+    std::mt19937 rng(seed);
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(n_vocab - 1));
-    std::vector<int32_t> tokens(TF_POS);
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
     for (int32_t& t : tokens) t = tok(rng);
     return tokens;
+}
+
+std::vector<int32_t> schedule_tokens(int64_t n_vocab) { return random_tokens(n_vocab, TF_POS, 99); }
+
+// A CUDA backend with copied weights and an INT8 cache, with graphs or with every kernel launched
+// on the stream (JLLM_CUDA_GRAPH=0), and optionally JLLM_CUDA_ATTN_WARPS=1 (32 keys per decode
+// split; the caller restores the default with set_attention_decode_warps).
+std::unique_ptr<Backend> graph_test_backend(const TinyModel& m, int n_ctx, int n_batch, bool graphs,
+                                            bool one_warp_splits = false) {
+    if (!graphs) {
+        EXPECT_EQ(::setenv("JLLM_CUDA_GRAPH", "0", 1), 0);
+    }
+    if (one_warp_splits) {
+        EXPECT_EQ(::setenv("JLLM_CUDA_ATTN_WARPS", "1", 1), 0);
+    }
+    auto b = create_cuda_backend(m.config);
+    ::unsetenv("JLLM_CUDA_GRAPH");
+    ::unsetenv("JLLM_CUDA_ATTN_WARPS");
+    b->bind_weights(m.weights, WeightPlacement::Copy);
+    b->allocate(n_ctx, n_batch, KvType::Int8);
+    return b;
 }
 
 template <typename Fwd>
@@ -493,10 +515,7 @@ TEST(CudaModel, DecodeGraphPerSplitCount) {
     const auto m = make_model("qwen3", 17);
     const int64_t V = m->config.n_vocab;
     constexpr int n_ctx = 200, n_prefill = 20, n_pos = 190;
-    std::mt19937 rng(5);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-    std::vector<int32_t> tokens(n_pos);
-    for (int32_t& t : tokens) t = tok(rng);
+    const std::vector<int32_t> tokens = random_tokens(V, n_pos, 5);
     auto run = [&](Backend& b) {
         std::vector<float> logits(static_cast<size_t>(n_pos) * V, NAN);
         b.forward(tokens.data(), n_prefill, 0, LogitsMode::All, logits.data());
@@ -528,10 +547,7 @@ TEST(CudaModel, GraphRunsMatchDirectLaunches) {
     const auto m = make_model("qwen3", 23);
     const int64_t V = m->config.n_vocab;
     constexpr int n_ctx = 128, n_batch = 48;
-    std::mt19937 rng(11);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-    std::vector<int32_t> tokens(n_ctx);
-    for (int32_t& t : tokens) t = tok(rng);
+    const std::vector<int32_t> tokens = random_tokens(V, n_ctx, 11);
     struct Out {
         std::vector<float> logits;
         std::vector<int32_t> ids;
@@ -570,16 +586,7 @@ TEST(CudaModel, GraphRunsMatchDirectLaunches) {
         b.read_kv(0, pos, o.kv);
         return o;
     };
-    auto make = [&](bool graphs) {
-        if (!graphs) {
-            EXPECT_EQ(::setenv("JLLM_CUDA_GRAPH", "0", 1), 0);
-        }
-        auto b = create_cuda_backend(m->config);
-        ::unsetenv("JLLM_CUDA_GRAPH");
-        b->bind_weights(m->weights, WeightPlacement::Copy);
-        b->allocate(n_ctx, n_batch, KvType::Int8);
-        return b;
-    };
+    auto make = [&](bool graphs) { return graph_test_backend(*m, n_ctx, n_batch, graphs); };
     auto with = make(true), without = make(false);
     with->pin_host_buffer(buf_with.data(), buf_with.size() * sizeof(float));
     const Out a = run(*with, buf_with), d = run(*without, buf_without);
@@ -603,10 +610,7 @@ TEST(CudaModel, DecodeGraphCacheIsBounded) {
     const auto m = make_model("qwen3", 29);
     const int64_t V = m->config.n_vocab;
     constexpr int n_ctx = 200, n_prefill = 20, n_end = 150;
-    std::mt19937 rng(3);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-    std::vector<int32_t> tokens(n_end);
-    for (int32_t& t : tokens) t = tok(rng);
+    const std::vector<int32_t> tokens = random_tokens(V, n_end, 3);
     const int ks[] = {0, 1, 2, 3, 5, 9, 17, 33, 100};  // 0: logits, 1: argmax, else top-k
     struct Out {
         std::vector<float> logits, vals;
@@ -634,18 +638,7 @@ TEST(CudaModel, DecodeGraphCacheIsBounded) {
         }
         return o;
     };
-    auto make = [&](bool graphs) {
-        if (!graphs) {
-            EXPECT_EQ(::setenv("JLLM_CUDA_GRAPH", "0", 1), 0);
-        }
-        EXPECT_EQ(::setenv("JLLM_CUDA_ATTN_WARPS", "1", 1), 0);
-        auto b = create_cuda_backend(m->config);
-        ::unsetenv("JLLM_CUDA_GRAPH");
-        ::unsetenv("JLLM_CUDA_ATTN_WARPS");
-        b->bind_weights(m->weights, WeightPlacement::Copy);
-        b->allocate(n_ctx, n_prefill, KvType::Int8);
-        return b;
-    };
+    auto make = [&](bool graphs) { return graph_test_backend(*m, n_ctx, n_prefill, graphs, true); };
     auto with = make(true);
     const Out a = run(*with);
     auto without = make(false);
