@@ -163,9 +163,6 @@ public:
     }
     int32_t forward_argmax(int32_t token, int pos);
     int graph_count() const { return static_cast<int>(graphs_.size() + fwd_graphs_.size()); }
-    // A graph's node count and node types (FNV-1a): an executable is updated only from a graph of
-    // the same shape (cudaGraphExecUpdate refuses others; kernels and their arguments may differ).
-    static uint64_t graph_shape(cudaGraph_t graph);
     // One decode step up to the logits in logits_dev_ and the tail's results (the graph when
     // usable), nothing copied back.
     void decode_on_device(int32_t token, int pos, StepTail tail, int k);
@@ -224,6 +221,16 @@ private:
     // launches it directly when graphs are off or the capture fails.
     template <typename F>
     void run_as_graph(int64_t key, F&& enqueue);
+    // What enqueue() launches on stream_, captured into a graph (the caller destroys it); null when
+    // the capture fails (graphs off from then on, a warning naming what was captured).
+    template <typename F>
+    cudaGraph_t capture(const char* what, F&& enqueue);
+    // graph instantiated (the graph itself is left to the caller); null when that fails (graphs off
+    // from then on, a warning).
+    cudaGraphExec_t instantiate(cudaGraph_t graph, const char* what);
+    // A graph's node count and node types (FNV-1a): an executable is updated only from a graph of
+    // the same shape (cudaGraphExecUpdate refuses others; kernels and their arguments may differ).
+    static uint64_t graph_shape(cudaGraph_t graph);
     // The sampling kernels after a decode step's logits (k: a topk_bucket).
     void step_tail(StepTail tail, int k);
     // The top-k tail computes the k' >= k best, k' a power of two (at most TOPK_MAX and n_vocab):
@@ -841,53 +848,32 @@ bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
         for (auto& g : graphs_) (void)cudaGraphExecDestroy(g.second);
         graphs_.clear();
     }
-    cudaGraphExec_t& exec = graphs_[key];
-    if (!exec) {
-        cudaGraph_t graph = nullptr;
-        JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
         graph_splits_ = splits;
-        try {
+        cudaGraph_t graph = capture("decode", [&] {
             JLLM_CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
             run_layers(nullptr, step_dev_, 1, 0, step_dev_ + 1);
             final_norm(0, 1);
             logits_rows(0, 1);
             step_tail(tail, k);
-            graph_splits_ = 0;
-        } catch (const std::exception& e) {
-            graph_splits_ = 0;
-            graphs_.erase(key);
-            (void)cudaStreamEndCapture(stream_, &graph);
-            if (graph) (void)cudaGraphDestroy(graph);
-            (void)cudaGetLastError();
-            log_msg(LogLevel::Warn, "cuda: decode graph capture failed (%s); running without graphs", e.what());
-            graph_failed_ = true;
-            return false;
-        }
-        JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-        const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+        });
+        graph_splits_ = 0;
+        if (graph == nullptr) return false;
+        cudaGraphExec_t exec = instantiate(graph, "decode");
         (void)cudaGraphDestroy(graph);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            graphs_.erase(key);
-            log_msg(LogLevel::Warn, "cuda: decode graph instantiation failed (%s); running without graphs",
-                    cudaGetErrorName(e));
-            graph_failed_ = true;
-            return false;
-        }
+        if (exec == nullptr) return false;
+        it = graphs_.emplace(key, exec).first;
     }
     // The previous step has completed (forward() synchronizes), so the pinned words are free.
     step_host_[0] = token;
     step_host_[1] = pos;
-    JLLM_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
     return true;
 }
 
 template <typename F>
-void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
-    if (!graph_usable()) {
-        enqueue();
-        return;
-    }
+cudaGraph_t CudaBackend::capture(const char* what, F&& enqueue) {
     cudaGraph_t graph = nullptr;
     JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
@@ -896,12 +882,36 @@ void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
         (void)cudaStreamEndCapture(stream_, &graph);
         if (graph) (void)cudaGraphDestroy(graph);
         (void)cudaGetLastError();
-        log_msg(LogLevel::Warn, "cuda: forward capture failed (%s); running without graphs", e.what());
+        log_msg(LogLevel::Warn, "cuda: %s graph capture failed (%s); running without graphs", what, e.what());
         graph_failed_ = true;
+        return nullptr;
+    }
+    JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    return graph;
+}
+
+cudaGraphExec_t CudaBackend::instantiate(cudaGraph_t graph, const char* what) {
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e == cudaSuccess) return exec;
+    (void)cudaGetLastError();
+    log_msg(LogLevel::Warn, "cuda: %s graph instantiation failed (%s); running without graphs", what,
+            cudaGetErrorName(e));
+    graph_failed_ = true;
+    return nullptr;
+}
+
+template <typename F>
+void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
+    if (!graph_usable()) {
         enqueue();
         return;
     }
-    JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraph_t graph = capture("forward", enqueue);
+    if (graph == nullptr) {
+        enqueue();
+        return;
+    }
     const uint64_t shape = graph_shape(graph);
     auto it = fwd_graphs_.find(key);
     bool ready = false;
@@ -915,14 +925,9 @@ void CudaBackend::run_as_graph(int64_t key, F&& enqueue) {
         }
     }
     if (!ready) {
-        cudaGraphExec_t exec = nullptr;
-        const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-        if (e != cudaSuccess) {
+        cudaGraphExec_t exec = instantiate(graph, "forward");
+        if (exec == nullptr) {
             (void)cudaGraphDestroy(graph);
-            (void)cudaGetLastError();
-            log_msg(LogLevel::Warn, "cuda: forward graph instantiation failed (%s); running without graphs",
-                    cudaGetErrorName(e));
-            graph_failed_ = true;
             enqueue();
             return;
         }
