@@ -13,6 +13,8 @@
 // merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU backend computes them.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -282,11 +284,13 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     float* q_s = vsc + chunk;                             // [G][HD]
     float* p_s = q_s + G * HD;                            // [chunk][GP]: weights x V scale
 
-    const int hk = blockIdx.x, s = blockIdx.z;
+    // Block x: query heads h0 = x G .. h0 + G - 1 of KV head hk (G divides the group; below it
+    // several blocks share a KV head and its chunks).
+    const int h0 = blockIdx.x * G, hk = h0 / (p.n_head / p.n_head_kv), s = blockIdx.z;
     // The queries by cp.async, issued before the position is read: their latency overlaps the
     // position's, and the first chunk's K/V and scales follow in one more round trip.
     if constexpr (!POST) {
-        const float* qg = p.q + static_cast<int64_t>(hk) * G * HD;
+        const float* qg = p.q + static_cast<int64_t>(h0) * HD;
         for (int u = threadIdx.x; u < G * HD / 4; u += blockDim.x) cp_async16(q_s + 4 * u, qg + 4 * u);
     }
     if (p.pos_dev) p.pos0 = *p.pos_dev;
@@ -304,7 +308,7 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
         float* kv_buf = reinterpret_cast<float*>(smem);  // [2][HD]
         for (int task = warp; task < n_tasks; task += blockDim.x / WARP) {
             if (task < G) {
-                const int h = hk * G + task;
+                const int h = h0 + task;
                 qkv_post_head(pp, pp.q + static_cast<int64_t>(h) * HD, pp.bq ? pp.bq + h * HD : nullptr, pp.q_norm,
                               true, p.pos0, lane, q_s + task * HD);
             } else {
@@ -463,7 +467,7 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
             a += row[d] * f;
             lt += row[HD + 1] * f;
         }
-        const int h = hk * G + g;
+        const int h = h0 + g;
         if (n_split == 1) {
             // With out_q8 the warp (32 consecutive values: G * HD and the block are multiples of
             // 32) also quantizes them: one act_q8 block.
@@ -553,7 +557,8 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
                         void* stream) {
     const int warps = min_keys / WARP;
     const size_t smem = attention_decode_gs_smem_bytes(warps, G, p.head_dim);
-    const dim3 grid(static_cast<unsigned>(p.n_head_kv), 1, static_cast<unsigned>(n_split));
+    JLLM_ASSERT(post == nullptr || G == p.n_head / p.n_head_kv);
+    const dim3 grid(static_cast<unsigned>(p.n_head / G), 1, static_cast<unsigned>(n_split));
     const QkvPostParams pp = post ? *post : QkvPostParams{};
     auto launch = [&](auto kernel) {
         allow_dynamic_smem(kernel, smem);
@@ -575,9 +580,22 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_gs");
 }
 
+// The device's SM count (cached per device).
+int sm_count() {
+    int dev = 0;
+    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
+    static std::mutex mu;
+    static std::map<int, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(dev); it != cache.end()) return it->second;
+    int sms = 0;
+    JLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return cache[dev] = sms;
+}
+
 void launch_attention_decode_gs(const AttentionParams& p, int n_split, int min_keys, const QkvPostParams* post,
                                 void* stream) {
-    switch (p.n_head / p.n_head_kv) {
+    switch (attention_decode_heads_per_block(p.n_head / p.n_head_kv, p.n_head, n_split, post != nullptr, sm_count())) {
         case 1: launch_decode_gs_g<1>(p, n_split, min_keys, post, stream); break;
         case 2: launch_decode_gs_g<2>(p, n_split, min_keys, post, stream); break;
         case 3: launch_decode_gs_g<3>(p, n_split, min_keys, post, stream); break;
@@ -611,6 +629,13 @@ void set_attention_kernel(AttnKernel k) { g_attn_kernel = k; }
 void set_attention_decode_warps(int warps) {
     JLLM_ASSERT(warps == 1 || warps == 2 || warps == 4);
     g_decode_warps = warps;
+}
+
+int attention_decode_heads_per_block(int group, int n_head, int n_split, bool post_folded, int sms) {
+    if (post_folded) return group;
+    int hb = group;
+    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= 2 * static_cast<int64_t>(sms)) hb /= 2;
+    return hb;
 }
 
 int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim) {

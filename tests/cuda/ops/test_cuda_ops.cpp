@@ -1161,6 +1161,30 @@ void run_decode_shapes(KvType kv, std::mt19937& rng) {
     run_attn_case({kv, 64, 10, 2, 1, 500, 4}, rng);                 // group 5: the generic kernel
 }
 
+// The decode attention's heads per block (host code, no GPU): qwen3-4b's group 4 on 132 SMs splits
+// its heads while the grid stays within two blocks per SM; a folded post, odd groups and large
+// grids keep the group; the grid never grows past the limit by the rule's own halving.
+TEST(CudaOps, AttentionHeadsPerBlockOnHost) {
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 1, false, 132), 1);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 8, false, 132), 1);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 16, false, 132), 2);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 33, false, 132), 4);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(2, 16, 1, true, 132), 2);   // qwen3-0.6b: post folded
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(3, 24, 1, false, 132), 3);  // odd group
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(6, 24, 1, false, 132), 3);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(8, 32, 2, false, 8), 4);    // 8 SMs (the Orin Nano): 16 blocks
+    for (int group : {1, 2, 3, 4, 6, 8}) {
+        for (int n_split : {1, 2, 4, 8, 16, 33, 64, 256}) {
+            for (int sms : {8, 16, 132}) {
+                const int n_head = 8 * group;
+                const int hb = cuda::attention_decode_heads_per_block(group, n_head, n_split, false, sms);
+                ASSERT_TRUE(hb >= 1 && group % hb == 0);
+                if (hb < group) EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+            }
+        }
+    }
+}
+
 TEST(CudaOps, AttentionDecodeWarps) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(4242);
