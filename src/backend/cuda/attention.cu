@@ -13,8 +13,6 @@
 // merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU backend computes them.
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -268,9 +266,11 @@ size_t attention_decode_gs_smem_bytes(int warps, int group, int head_dim) {
 }
 
 // POST: the Q/K/V post folded in (AttentionParams::post, one token): each block computes its G
-// query heads into shared memory from the projections, and the block whose split holds the new
+// query heads into shared memory from the projections, and a block whose split holds the new
 // position also its K and V heads, which it stores into the cache before reading that position
-// back (the barrier at the top of the chunk loop orders the two).
+// back (the barrier at the top of the chunk loop orders the two). Where several blocks share a KV
+// head (G below the group) each of them computes and stores the same bytes, so each reads back
+// its own store whatever the others' timing.
 template <int G, int DPL, bool POST>
 __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     kernel_attention_decode_gs(AttentionParams p, int n_split, int min_keys, QkvPostParams pp) {
@@ -557,7 +557,6 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
                         void* stream) {
     const int warps = min_keys / WARP;
     const size_t smem = attention_decode_gs_smem_bytes(warps, G, p.head_dim);
-    JLLM_ASSERT(post == nullptr || G == p.n_head / p.n_head_kv);
     const dim3 grid(static_cast<unsigned>(p.n_head / G), 1, static_cast<unsigned>(n_split));
     const QkvPostParams pp = post ? *post : QkvPostParams{};
     auto launch = [&](auto kernel) {
@@ -580,22 +579,10 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_gs");
 }
 
-// The device's SM count (cached per device).
-int sm_count() {
-    int dev = 0;
-    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
-    static std::mutex mu;
-    static std::map<int, int> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(dev); it != cache.end()) return it->second;
-    int sms = 0;
-    JLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return cache[dev] = sms;
-}
-
+// hb: query heads per block (attention_decode_heads_per_block).
 void launch_attention_decode_gs(const AttentionParams& p, int n_split, int min_keys, const QkvPostParams* post,
-                                void* stream) {
-    switch (attention_decode_heads_per_block(p.n_head / p.n_head_kv, p.n_head, n_split, post != nullptr, sm_count())) {
+                                int hb, void* stream) {
+    switch (hb) {
         case 1: launch_decode_gs_g<1>(p, n_split, min_keys, post, stream); break;
         case 2: launch_decode_gs_g<2>(p, n_split, min_keys, post, stream); break;
         case 3: launch_decode_gs_g<3>(p, n_split, min_keys, post, stream); break;
@@ -631,10 +618,15 @@ void set_attention_decode_warps(int warps) {
     g_decode_warps = warps;
 }
 
-int attention_decode_heads_per_block(int group, int n_head, int n_split, bool post_folded, int sms) {
-    if (post_folded) return group;
+int attention_decode_heads_per_block(int group, int n_head, int n_split, int sms) {
     int hb = group;
-    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= 2 * static_cast<int64_t>(sms)) hb /= 2;
+    // A block's heads and K and V in one round of its warps: the post folds in.
+    while (hb % 2 == 0 && hb + 2 > g_decode_warps) hb /= 2;
+    // More blocks while the grid is small.
+    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= 2 * static_cast<int64_t>(sms) &&
+           group + 2 > g_decode_warps) {
+        hb /= 2;
+    }
     return hb;
 }
 
@@ -667,14 +659,16 @@ void launch_attention(const AttentionParams& p, void* stream) {
         split_plan(p.pos0 + p.n_tok, p.max_split, min_keys, &per, &used);
         n_split = used > 1 ? p.max_split : 1;
     }
-    // The Q/K/V post: folded into the group-shared decode kernel where a block's heads (G query
+    // The Q/K/V post: folded into the group-shared decode kernel where a block's heads (hb query
     // heads, then K and V) take one round of its warps (H200: Qwen3-0.6B's group 2 tg128 +4-6%;
-    // Qwen3-4B's group 4 in two rounds -7%), else its own kernel first.
+    // Qwen3-4B's group 4 in two rounds -7%; split into one or two heads per block, one round:
+    // +3-4% at every depth), else its own kernel first.
+    const int hb = gs ? attention_decode_heads_per_block(group, p.n_head, n_split, device_sm_count()) : group;
     const QkvPostParams* post = nullptr;
     if (p.post != nullptr) {
         JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&
                     p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
-        if (gs && group + 2 <= g_decode_warps) post = p.post;
+        if (gs && hb + 2 <= g_decode_warps) post = p.post;
         else launch_qkv_post(*p.post, stream);
     }
     // The 8-bit output: by the combine kernel with a split, by the group-shared kernel without one
@@ -690,7 +684,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
         return;
     }
     if (gs) {
-        launch_attention_decode_gs(p, n_split, min_keys, post, stream);
+        launch_attention_decode_gs(p, n_split, min_keys, post, hb, stream);
     } else {
         launch_attention_generic(p, n_split, group, stream);
     }

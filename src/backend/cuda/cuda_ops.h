@@ -22,6 +22,7 @@ namespace cuda {
 
 // ---- device memory helpers (throw JllmError on failure) ----
 int device_count();  // 0 when no device or no driver
+int device_sm_count();  // SMs of the current device (cached per device)
 void* dev_alloc(size_t bytes);
 void dev_free(void* p) noexcept;
 void dev_memset(void* p, int byte, size_t bytes);
@@ -249,11 +250,12 @@ constexpr int ATTN_MAX_SPLIT = 256;
 // engine's max_split: the KV capacity over this).
 int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim);
 // Query heads per block of the group-shared INT8 decode kernel: the group (one block per KV head
-// and split) when the Q/K/V post folds into it or the grid is already large; else halved (several
-// blocks per KV head, each scoring fewer heads over the same keys) while the grid, query heads /
+// and split) where the Q/K/V post folds in that way (group + 2 <= its warps); else halved until a
+// block's heads, K and V take one round of its warps (the post folds in: several blocks per KV
+// head, each scoring fewer heads over the same keys), and further while the grid, query heads /
 // heads per block x splits, stays within two blocks per SM. qwen3-4b on the H200 (group 4, 132
-// SMs): one query head per block up to 8 splits (1,024 keys), two at 16, four beyond.
-int attention_decode_heads_per_block(int group, int n_head, int n_split, bool post_folded, int sms);
+// SMs): one query head per block up to 8 splits (1,024 keys), two beyond.
+int attention_decode_heads_per_block(int group, int n_head, int n_split, int sms);
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 // Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores

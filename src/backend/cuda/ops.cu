@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -42,6 +44,18 @@ int device_count() {
         return 0;
     }
     return n;
+}
+
+int device_sm_count() {
+    int dev = 0;
+    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
+    static std::mutex mu;
+    static std::map<int, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(dev); it != cache.end()) return it->second;
+    int sms = 0;
+    JLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return cache[dev] = sms;
 }
 
 void* dev_alloc(size_t bytes) {

@@ -1161,25 +1161,30 @@ void run_decode_shapes(KvType kv, std::mt19937& rng) {
     run_attn_case({kv, 64, 10, 2, 1, 500, 4}, rng);                 // group 5: the generic kernel
 }
 
-// The decode attention's heads per block (host code, no GPU): qwen3-4b's group 4 on 132 SMs splits
-// its heads while the grid stays within two blocks per SM; a folded post, odd groups and large
-// grids keep the group; the grid never grows past the limit by the rule's own halving.
+// The decode attention's heads per block (host code, no GPU): groups whose post folds in as they
+// are (1, 2) keep the group; even groups halve to two heads per block (the post folds in), then to
+// one while the grid stays within two blocks per SM (qwen3-4b's group 4 on 132 SMs); odd groups
+// keep theirs; the rule's halving below the folding size never takes the grid past the limit.
 TEST(CudaOps, AttentionHeadsPerBlockOnHost) {
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 1, false, 132), 1);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 8, false, 132), 1);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 16, false, 132), 2);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 33, false, 132), 4);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(2, 16, 1, true, 132), 2);   // qwen3-0.6b: post folded
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(3, 24, 1, false, 132), 3);  // odd group
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(6, 24, 1, false, 132), 3);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(8, 32, 2, false, 8), 4);    // 8 SMs (the Orin Nano): 16 blocks
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 1, 132), 1);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 8, 132), 1);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 16, 132), 2);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 33, 132), 2);  // the post still folds in
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(2, 16, 1, 132), 2);   // qwen3-0.6b: the post folds in
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(3, 24, 1, 132), 3);  // odd group
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(6, 24, 1, 132), 3);
+    EXPECT_EQ(cuda::attention_decode_heads_per_block(8, 32, 2, 8), 2);    // 8 SMs (the Orin Nano): 32 blocks
     for (int group : {1, 2, 3, 4, 6, 8}) {
         for (int n_split : {1, 2, 4, 8, 16, 33, 64, 256}) {
             for (int sms : {8, 16, 132}) {
                 const int n_head = 8 * group;
-                const int hb = cuda::attention_decode_heads_per_block(group, n_head, n_split, false, sms);
+                const int hb = cuda::attention_decode_heads_per_block(group, n_head, n_split, sms);
                 ASSERT_TRUE(hb >= 1 && group % hb == 0);
-                if (hb < group) EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+                // Below the first size at which the post folds in, only while the grid stays small.
+                int fold_hb = group;  // halved while even and its heads, K and V exceed four warps
+                while (fold_hb % 2 == 0 && fold_hb + 2 > cuda::ATTN_DECODE_WARPS_DEFAULT) fold_hb /= 2;
+                if (hb < fold_hb) EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+                EXPECT_LE(hb, fold_hb);
             }
         }
     }
@@ -1239,9 +1244,10 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 // replaces (launch_qkv_post, then launch_attention): the output, its 8-bit copy (made in the
 // kernel without a split) and both caches with their scales bit for bit, every other cache
 // position untouched, the projections left as they were where the post is folded in. Folded
-// (groups 1 and 2 on four warps): Qwen3-0.6B heads (Q/K-norm) with and without splits and in
-// graph mode, qwen2-like biases with neox off, head_dim 64 and 256, the first token; by its own
-// kernel first (groups 3+): Qwen3-4B heads, group 6 with biases.
+// (one or two query heads per block on four warps): Qwen3-0.6B heads (Q/K-norm) with and without
+// splits and in graph mode, qwen2-like biases with neox off, head_dim 64 and 256, the first token,
+// Qwen3-4B heads at four splits (one head per block: four blocks store each KV head's bytes) and at
+// depth 4096 (two per block); by its own kernel first: group 6 with biases (three heads per block).
 TEST(CudaOps, AttentionDecodeFoldsPost) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(9090);
@@ -1257,7 +1263,8 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
         {128, 14, 14, 300, 4, true, false, false, false},  // qwen2-like biases, group 1
         {64, 8, 4, 256, 2, true, true, false, true},       // head_dim 64, two splits
         {256, 4, 2, 77, 1, false, true, true, false},      // largest head
-        {128, 32, 8, 700, 4, false, true, true, true},     // Qwen3-4B heads: the post's own kernel
+        {128, 32, 8, 700, 4, false, true, true, true},     // Qwen3-4B heads, one per block: folded
+        {128, 32, 8, 4095, 33, false, true, true, false},  // Qwen3-4B at depth 4096: two per block
         {128, 12, 2, 50, 1, true, false, false, false},    // group 6 with biases: its own kernel
     };
     for (const Case& c : cases) {
@@ -1337,7 +1344,11 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
         };
         const Run ref = run(false);
         const Run got = run(true);
-        const bool folded = c.n_head / c.n_head_kv + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT;
+        // Query heads per block as launch_attention picks them (the grid's splits: max_split in
+        // every case where the choice depends on them).
+        const int hb = cuda::attention_decode_heads_per_block(c.n_head / c.n_head_kv, c.n_head, c.max_split,
+                                                              cuda::device_sm_count());
+        const bool folded = hb + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT;
         auto same = [](const auto& a, const auto& b) {
             return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
         };
