@@ -62,6 +62,11 @@ public:
         (void)bytes;
     }
 
+    // Called once after allocate(): a backend may run what a first request runs once (module
+    // loads, graph captures) as throwaway forwards at the first positions, whose K/V it leaves
+    // invalid (the caller holds no positions yet), so the first request does not pay for them.
+    virtual void warm_up() {}
+
     // Positions >= n_pos are no longer valid.
     virtual void truncate_kv(int n_pos) = 0;
     virtual void read_kv(int pos0, int n_pos, KvBlob& out) const = 0;
