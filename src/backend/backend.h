@@ -65,7 +65,8 @@ public:
     // Called once after allocate(): a backend may run what a first request runs once (module
     // loads, graph captures) as throwaway forwards at the first positions, whose K/V it leaves
     // invalid (the caller holds no positions yet), so the first request does not pay for them.
-    virtual void warm_up() {}
+    // top_k: the sampling's default (a backend that samples on its device prepares that path).
+    virtual void warm_up(int top_k) { (void)top_k; }
 
     // Positions >= n_pos are no longer valid.
     virtual void truncate_kv(int n_pos) = 0;

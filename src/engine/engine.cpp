@@ -127,7 +127,7 @@ Status Engine::load(const EngineConfig& config) {
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
         m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
         m.backend->pin_host_buffer(m.logits.data(), m.logits.size() * sizeof(float));
-        m.backend->warm_up();  // first-use costs at load, not in the first request
+        m.backend->warm_up(SamplingParams{}.top_k);  // first-use costs at load, not in the first request
         m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
         MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
         m.thermal.configure(config.sysfs_root, ThermalConfig{config.thermal_pace_c, config.thermal_stop_c});

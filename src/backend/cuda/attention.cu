@@ -619,14 +619,12 @@ void set_attention_decode_warps(int warps) {
 }
 
 int attention_decode_heads_per_block(int group, int n_head, int n_split, int sms) {
+    if (group + 2 <= g_decode_warps) return group;  // the post folds in with one block per KV head
     int hb = group;
     // A block's heads and K and V in one round of its warps: the post folds in.
     while (hb % 2 == 0 && hb + 2 > g_decode_warps) hb /= 2;
     // More blocks while the grid is small.
-    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= 2 * static_cast<int64_t>(sms) &&
-           group + 2 > g_decode_warps) {
-        hb /= 2;
-    }
+    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= 2 * static_cast<int64_t>(sms)) hb /= 2;
     return hb;
 }
 

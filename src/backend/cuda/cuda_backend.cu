@@ -152,7 +152,7 @@ public:
     void allocate(int n_ctx, int n_batch, KvType kv_type) override;
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
     void pin_host_buffer(void* p, size_t bytes) override;
-    void warm_up() override;
+    void warm_up(int top_k) override;
     void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
     void read_kv(int pos0, int n_pos, KvBlob& out) const override;
     void write_kv(int pos0, const KvBlob& in) override;
@@ -1041,12 +1041,12 @@ void CudaBackend::decode_on_device(int32_t token, int pos, StepTail tail, int k)
     step_tail(tail, k);
 }
 
-void CudaBackend::warm_up() {
+void CudaBackend::warm_up(int top_k) {
     // JLLM_CUDA_WARMUP=0 skips it (to measure what a first request pays without it).
     if (const char* v = std::getenv("JLLM_CUDA_WARMUP"); v != nullptr && std::strcmp(v, "0") == 0) return;
     JLLM_ASSERT(hw_ != nullptr && !kv_.empty());
     // A prompt's prefill (the GEMM path and its per-layer graphs), a decode step returning logits,
-    // and the greedy and top-k (the default 40) decode graphs, at positions 0 .. n + 2.
+    // and the greedy and top-k (the sampling's default k) decode graphs, at positions 0 .. n + 2.
     const int n = std::min({n_batch_, n_ctx_ - 3, 16});
     if (n < 1) return;
     std::vector<int32_t> toks(static_cast<size_t>(n));
@@ -1055,7 +1055,8 @@ void CudaBackend::warm_up() {
     forward(toks.data(), n, 0, LogitsMode::Last, logits.data());
     forward(toks.data(), 1, n, LogitsMode::Last, logits.data());
     (void)forward_argmax(toks[0], n + 1);
-    const int k = static_cast<int>(std::min<int64_t>(40, c_.n_vocab));
+    const int k = static_cast<int>(std::min<int64_t>({top_k, cuda::TOPK_MAX, c_.n_vocab}));
+    if (k < 1) return;
     std::vector<int32_t> ids(static_cast<size_t>(k));
     std::vector<float> vals(static_cast<size_t>(k));
     forward_topk(toks[0], n + 2, k, ids.data(), vals.data());

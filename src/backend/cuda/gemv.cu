@@ -920,10 +920,9 @@ int resident_blocks(const void* kernel, int threads) {
     std::lock_guard<std::mutex> lock(mu);
     const auto key = std::make_pair(kernel, dev);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
-    int per_sm = 0, sms = 0;
+    int per_sm = 0;
     JLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-    JLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return cache[key] = per_sm * sms;
+    return cache[key] = per_sm * device_sm_count();
 }
 
 // n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout. yq (one

@@ -1183,7 +1183,9 @@ TEST(CudaOps, AttentionHeadsPerBlockOnHost) {
                 // Below the first size at which the post folds in, only while the grid stays small.
                 int fold_hb = group;  // halved while even and its heads, K and V exceed four warps
                 while (fold_hb % 2 == 0 && fold_hb + 2 > cuda::ATTN_DECODE_WARPS_DEFAULT) fold_hb /= 2;
-                if (hb < fold_hb) EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+                if (hb < fold_hb) {
+                    EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+                }
                 EXPECT_LE(hb, fold_hb);
             }
         }
