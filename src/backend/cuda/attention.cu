@@ -303,23 +303,19 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     if constexpr (POST) {
         // Warp tasks: the G query heads into q_s, then (the last split) K and V of head hk via the
-        // K area (free until the first chunk) into the cache.
+        // K area (free until the first chunk) into the cache. One call site for every task (the
+        // post's code once in the kernel: a block on a cold SM fetches it once).
         const int n_tasks = G + (s == n_used - 1 ? 2 : 0);
         float* kv_buf = reinterpret_cast<float*>(smem);  // [2][HD]
         for (int task = warp; task < n_tasks; task += blockDim.x / WARP) {
-            if (task < G) {
-                const int h = h0 + task;
-                qkv_post_head(pp, pp.q + static_cast<int64_t>(h) * HD, pp.bq ? pp.bq + h * HD : nullptr, pp.q_norm,
-                              true, p.pos0, lane, q_s + task * HD);
-            } else {
-                const int kind = task - G + 1;
-                const float* bias = kind == 1 ? pp.bk : pp.bv;
-                float* buf = kv_buf + (kind - 1) * HD;
-                qkv_post_head(pp, (kind == 1 ? pp.k : pp.v) + static_cast<int64_t>(hk) * HD,
-                              bias ? bias + hk * HD : nullptr, kind == 1 ? pp.k_norm : nullptr, kind == 1, p.pos0,
-                              lane, buf);
-                kv_store_head(pp, kind, hk, p.pos0, lane, buf);
-            }
+            const int kind = task < G ? 0 : task - G + 1;  // 0 q, 1 k, 2 v
+            const int h = kind == 0 ? h0 + task : hk;
+            const float* vec = (kind == 0 ? pp.q : kind == 1 ? pp.k : pp.v) + static_cast<int64_t>(h) * HD;
+            const float* bias = kind == 0 ? pp.bq : kind == 1 ? pp.bk : pp.bv;
+            const float* nw = kind == 0 ? pp.q_norm : kind == 1 ? pp.k_norm : nullptr;
+            float* buf = kind == 0 ? q_s + task * HD : kv_buf + (kind - 1) * HD;
+            qkv_post_head<DPL>(pp, vec, bias ? bias + h * HD : nullptr, nw, kind != 2, p.pos0, lane, buf);
+            if (kind != 0) kv_store_head(pp, kind, hk, p.pos0, lane, buf);
         }
     }
     const int k_begin = s * per_split;

@@ -15,10 +15,12 @@ constexpr int QKV_MAX_HEAD_DIM = 256;
 #ifdef __CUDACC__
 // One head of `hd` values at `vec` (+ bias; normalized with nw when not null; rotated at `pos`
 // when rope) into buf[0..hd) (shared memory). Every global read is issued before any is used
-// (one round trip). The warp's lanes all call it; it ends with the warp synchronized.
+// (one round trip). The warp's lanes all call it; it ends with the warp synchronized. E: values
+// per lane, at least hd / 32 (a caller that knows head_dim at compile time passes it: less code;
+// the result is the same for any E, the lanes' values past hd being left out of every sum).
+template <int E = QKV_MAX_HEAD_DIM / WARP>
 __device__ __forceinline__ void qkv_post_head(const QkvPostParams& p, const float* vec, const float* bias,
                                               const float* nw, bool rope, int pos, int lane, float* buf) {
-    constexpr int E = QKV_MAX_HEAD_DIM / WARP;  // values per lane
     const int hd = p.head_dim, half = p.n_rot / 2;
     float xv[E], nv[E], fr[E / 2];
 #pragma unroll
@@ -58,7 +60,8 @@ __device__ __forceinline__ void qkv_post_head(const QkvPostParams& p, const floa
             const int i = lane + e * WARP;
             if (i >= half) break;
             const float theta = static_cast<float>(pos) * fr[e];
-            const float cs = cosf(theta), sn = sinf(theta);
+            float sn, cs;
+            sincosf(theta, &sn, &cs);
             const int a = p.neox ? i : 2 * i;
             const int b = p.neox ? i + half : 2 * i + 1;
             const float x0 = buf[a], x1 = buf[b];
