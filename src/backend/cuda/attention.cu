@@ -493,6 +493,7 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
 // and the par partial sums meet in shared memory in a fixed order. With out_q8, the first
 // head_dim threads (whole warps) also quantize the output, one act_q8 block per warp.
 constexpr int COMBINE_MAX_PAR = 8;
+constexpr int COMBINE_REG = 8;  // splits per thread read into registers (par x 8: 64 splits at head_dim 128)
 __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(AttentionParams p, int n_split, int min_keys) {
     __shared__ float f[ATTN_MAX_SPLIT_GRID];
     __shared__ float red[MAX_HD * 4 / WARP];
@@ -503,6 +504,13 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     int per_split, n_used;
     split_plan(p.pos0 + p.n_tok, n_split, min_keys, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
+    // Up to COMBINE_REG splits' values per thread into registers first: their loads need no
+    // weight, so they overlap the reductions below (a loop after them waited for each load in
+    // turn, four or five round trips); more splits by the loop at the end. The same sums in the
+    // same order as that loop.
+    float a[COMBINE_REG];
+#pragma unroll
+    for (int k = 0; k < COMBINE_REG; ++k) a[k] = w[min(g + k * par, n_used - 1) * (hd + 2) + d];
     // max over the splits' m (an empty split has m = -inf, l = 0)
     float mx = -INFINITY;
     for (int s = tid; s < n_used; s += nthr) mx = fmaxf(mx, w[s * (hd + 2) + hd]);
@@ -516,8 +524,11 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     }
     const float l = block_reduce<false>(lsum, red);  // its barriers also publish f
     float acc = 0.0f;
-#pragma unroll 8
-    for (int s = g; s < n_used; s += par) acc += w[s * (hd + 2) + d] * f[s];
+#pragma unroll
+    for (int k = 0; k < COMBINE_REG; ++k) {
+        if (g + k * par < n_used) acc += a[k] * f[min(g + k * par, n_used - 1)];
+    }
+    for (int s = g + COMBINE_REG * par; s < n_used; s += par) acc += w[s * (hd + 2) + d] * f[s];
     part[g][d] = acc;
     __syncthreads();
     if (g != 0) return;

@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 // a few KB and cached) and quantizes its own blocks, so one token's norm spreads over several SMs
 // instead of walking the row in one block.
 constexpr int NORM_Q8_WARPS = 8;
+constexpr int NORM_Q8_REG = 4;  // float4 loads per thread held in registers (rows up to 4,096 values)
 __global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
     kernel_rmsnorm_q8(const float* x, const float* __restrict__ w, float* y, int8_t* __restrict__ q,
                       float4* __restrict__ s, int64_t n, float eps) {
@@ -118,10 +119,25 @@ __global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
     const bool mine = b < nb;
     const float xv = mine ? xr[b * 32 + lane] : 0.0f;
     const float wv = mine ? w[b * 32 + lane] : 0.0f;
+    // The row's first NORM_Q8_REG x 1,024 values in registers, every load issued before any is
+    // summed (a loop of two or three rounds per thread waited for each load in turn: one round
+    // trip each); a longer row's rest by the loop. The same sums in the same order.
     const float4* x4 = reinterpret_cast<const float4*>(xr);
+    const int64_t n4 = n / 4;
+    constexpr int STRIDE = NORM_Q8_WARPS * WARP;
+    float4 vr[NORM_Q8_REG];
+#pragma unroll
+    for (int k = 0; k < NORM_Q8_REG; ++k) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * STRIDE;
+        vr[k] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     float ss = 0.0f;
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n / 4; i += NORM_Q8_WARPS * WARP) {
+#pragma unroll
+    for (int k = 0; k < NORM_Q8_REG; ++k) {
+        const float4 v = vr[k];
+        if (threadIdx.x + static_cast<int64_t>(k) * STRIDE < n4) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    for (int64_t i = threadIdx.x + static_cast<int64_t>(NORM_Q8_REG) * STRIDE; i < n4; i += STRIDE) {
         const float4 v = x4[i];
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }

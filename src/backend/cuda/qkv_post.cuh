@@ -15,29 +15,38 @@ constexpr int QKV_MAX_HEAD_DIM = 256;
 #ifdef __CUDACC__
 // One head of `hd` values at `vec` (+ bias; normalized with nw when not null; rotated at `pos`
 // when rope) into buf[0..hd) (shared memory). Every global read is issued before any is used
-// (one round trip). The warp's lanes all call it; it ends with the warp synchronized. E: values
+// (one round trip; the SASS shows the loads back to back). The warp's lanes all call it; it ends with the warp synchronized. E: values
 // per lane, at least hd / 32 (a caller that knows head_dim at compile time passes it: less code;
 // the result is the same for any E, the lanes' values past hd being left out of every sum).
 template <int E = QKV_MAX_HEAD_DIM / WARP>
 __device__ __forceinline__ void qkv_post_head(const QkvPostParams& p, const float* vec, const float* bias,
                                               const float* nw, bool rope, int pos, int lane, float* buf) {
     const int hd = p.head_dim, half = p.n_rot / 2;
+    // The reads without branches (a read per value inside `if (i < hd)` made the compiler wait
+    // for each value's sum before the next read: one round trip per value): indices clamped into
+    // range, an absent bias, norm or frequency table read from `vec` instead, then selected away.
+    const float* bsrc = bias ? bias : vec;
+    const float* nsrc = nw ? nw : vec;
+    const float* fsrc = p.inv_freq ? p.inv_freq : vec;
+    float xr[E], br[E], nr[E], fl[E / 2];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int i = min(lane + e * WARP, hd - 1);
+        xr[e] = vec[i];
+        br[e] = bsrc[i];
+        nr[e] = nsrc[i];
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; ++e) fl[e] = fsrc[min(lane + e * WARP, max(half - 1, 0))];
     float xv[E], nv[E], fr[E / 2];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-        const int i = lane + e * WARP;
-        xv[e] = 0.0f;
-        nv[e] = 0.0f;
-        if (i < hd) {
-            xv[e] = vec[i] + (bias ? bias[i] : 0.0f);
-            if (nw) nv[e] = nw[i];
-        }
+        const bool in = lane + e * WARP < hd;
+        xv[e] = in ? xr[e] + (bias ? br[e] : 0.0f) : 0.0f;
+        nv[e] = in && nw ? nr[e] : 0.0f;
     }
 #pragma unroll
-    for (int e = 0; e < E / 2; ++e) {
-        const int i = lane + e * WARP;
-        fr[e] = rope && i < half ? p.inv_freq[i] : 0.0f;
-    }
+    for (int e = 0; e < E / 2; ++e) fr[e] = rope && lane + e * WARP < half ? fl[e] : 0.0f;
     if (nw) {
         float ss = 0.0f;
 #pragma unroll
