@@ -191,7 +191,9 @@ void launch_swiglu(const float* g, const float* u, float* y, int64_t n, void* st
 namespace {
 
 // One warp per (token, head); heads [0, n_head) are Q, then n_head_kv K heads, then n_head_kv
-// V heads. The head vector sits in shared memory because RoPE pairs cross lanes.
+// V heads. The head vector sits in shared memory because RoPE pairs cross lanes. E: values per
+// lane (head_dim / 32 rounded up to 2, 4 or 8: no reads or arithmetic for lanes past the head).
+template <int E>
 __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
     __shared__ float buf[QKV_MAX_HEAD_DIM];
     const int t = blockIdx.x;
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
     const float* bias = kind == 0 ? p.bq : kind == 1 ? p.bk : p.bv;
     const float* nw = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
     const int pos = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
-    qkv_post_head(p, vec, bias ? bias + h * hd : nullptr, nw, kind != 2, pos, lane, buf);
+    qkv_post_head<E>(p, vec, bias ? bias + h * hd : nullptr, nw, kind != 2, pos, lane, buf);
     for (int i = lane; i < hd; i += WARP) vec[i] = buf[i];
     if (kind != 0) kv_store_head(p, kind, h, pos, lane, buf);
 }
@@ -228,7 +230,9 @@ void launch_qkv_post(const QkvPostParams& p, void* stream) {
     JLLM_ASSERT(p.n_rot >= 0 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
     JLLM_ASSERT(p.n_head_kv >= 1 && p.n_head % p.n_head_kv == 0);
     const dim3 grid(static_cast<unsigned>(p.n_tok), static_cast<unsigned>(p.n_head + 2 * p.n_head_kv));
-    kernel_qkv_post<<<grid, WARP, 0, as_stream(stream)>>>(p);
+    if (p.head_dim <= 2 * WARP) kernel_qkv_post<2><<<grid, WARP, 0, as_stream(stream)>>>(p);
+    else if (p.head_dim <= 4 * WARP) kernel_qkv_post<4><<<grid, WARP, 0, as_stream(stream)>>>(p);
+    else kernel_qkv_post<QKV_MAX_HEAD_DIM / WARP><<<grid, WARP, 0, as_stream(stream)>>>(p);
     JLLM_CUDA_LAUNCH_CHECK("kernel_qkv_post");
 }
 

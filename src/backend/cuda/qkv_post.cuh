@@ -15,10 +15,10 @@ constexpr int QKV_MAX_HEAD_DIM = 256;
 #ifdef __CUDACC__
 // One head of `hd` values at `vec` (+ bias; normalized with nw when not null; rotated at `pos`
 // when rope) into buf[0..hd) (shared memory). Every global read is issued before any is used
-// (one round trip; the SASS shows the loads back to back). The warp's lanes all call it; it ends with the warp synchronized. E: values
-// per lane, at least hd / 32 (a caller that knows head_dim at compile time passes it: less code;
+// (one round trip). The warp's lanes all call it; it ends with the warp synchronized. E: values
+// per lane, at least hd / 32 (the callers pick it from head_dim: less code and no idle reads;
 // the result is the same for any E, the lanes' values past hd being left out of every sum).
-template <int E = QKV_MAX_HEAD_DIM / WARP>
+template <int E>
 __device__ __forceinline__ void qkv_post_head(const QkvPostParams& p, const float* vec, const float* bias,
                                               const float* nw, bool rope, int pos, int lane, float* buf) {
     const int hd = p.head_dim, half = p.n_rot / 2;
