@@ -459,7 +459,9 @@ void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream
 // so one activation load serves both rows, and a warp's loads of one part of a tile are
 // contiguous (Q6_K ql: 512 bytes per load instruction; Q4_K qs: 512). Tiles go in batches of U
 // (tiled_batch): loaded before any is used, or, for one token and one matrix (PF), the next batch
-// loaded before this batch's arithmetic. Per tile and row:
+// loaded before this batch's arithmetic in the source (ptxas places those loads after it: one
+// batch per warp in flight; holding two was slower, docs/gpu_speed_notes.md rows 97 and 99). Per
+// tile and row:
 //   Q6_K: ql piece p (16 bytes: 32 weights, low nibbles at column 128 (p / 4) + 16 (p % 4), high
 //         nibbles 64 further), its qh piece, the row's scales and d;
 //   Q4_K: qs piece p (16 weights of sub-block 2 (p / 2) in its low nibbles at column
@@ -597,7 +599,8 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
         for (int t = 0; t < NT; ++t) acc[m][0][t] = acc[m][1][t] = 0.0f;
     if (gg < groups) {
         const int64_t cols = nb * 256, n_chunks = cols / 32;
-        // PF: the next batch's loads (into nxt) go out before this batch's arithmetic.
+        // PF: the next batch's loads (into nxt) before this batch's arithmetic, in the source (the
+        // SASS has them after it; see the comment above tiled_batch's batches).
         L nxt[PF ? U : 1][M][2];
         if constexpr (PF) tiled_load<T, U, M>(nxt, w, a, g, kp, ks, i0, p);
         for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
