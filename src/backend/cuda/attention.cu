@@ -309,12 +309,9 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
         float* kv_buf = reinterpret_cast<float*>(smem);  // [2][HD]
         for (int task = warp; task < n_tasks; task += blockDim.x / WARP) {
             const int kind = task < G ? 0 : task - G + 1;  // 0 q, 1 k, 2 v
-            const int h = kind == 0 ? h0 + task : hk;
-            const float* vec = (kind == 0 ? pp.q : kind == 1 ? pp.k : pp.v) + static_cast<int64_t>(h) * HD;
-            const float* bias = kind == 0 ? pp.bq : kind == 1 ? pp.bk : pp.bv;
-            const float* nw = kind == 0 ? pp.q_norm : kind == 1 ? pp.k_norm : nullptr;
+            const QkvHeadSrc src = qkv_head_src(pp, kind, kind == 0 ? h0 + task : hk, 0, HD);
             float* buf = kind == 0 ? q_s + task * HD : kv_buf + (kind - 1) * HD;
-            qkv_post_head<DPL>(pp, vec, bias ? bias + h * HD : nullptr, nw, kind != 2, p.pos0, lane, buf);
+            qkv_post_head<DPL>(pp, src.vec, src.bias, src.nw, kind != 2, p.pos0, lane, buf);
             if (kind != 0) kv_store_head(pp, kind, hk, p.pos0, lane, buf);
         }
     }

@@ -200,7 +200,6 @@ __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
     const int hh = blockIdx.y;
     const int lane = threadIdx.x;
     const int hd = p.head_dim;
-    const int q_dim = p.n_head * hd, kv_dim = p.n_head_kv * hd;
     int kind;  // 0 q, 1 k, 2 v
     int h;
     if (hh < p.n_head) {
@@ -213,13 +212,10 @@ __global__ void __launch_bounds__(WARP) kernel_qkv_post(QkvPostParams p) {
         kind = 2;
         h = hh - p.n_head - p.n_head_kv;
     }
-    float* vec = kind == 0 ? p.q + static_cast<int64_t>(t) * q_dim + h * hd
-                           : (kind == 1 ? p.k : p.v) + static_cast<int64_t>(t) * kv_dim + h * hd;
-    const float* bias = kind == 0 ? p.bq : kind == 1 ? p.bk : p.bv;
-    const float* nw = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
+    const QkvHeadSrc src = qkv_head_src(p, kind, h, t, hd);
     const int pos = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
-    qkv_post_head<E>(p, vec, bias ? bias + h * hd : nullptr, nw, kind != 2, pos, lane, buf);
-    for (int i = lane; i < hd; i += WARP) vec[i] = buf[i];
+    qkv_post_head<E>(p, src.vec, src.bias, src.nw, kind != 2, pos, lane, buf);
+    for (int i = lane; i < hd; i += WARP) src.vec[i] = buf[i];
     if (kind != 0) kv_store_head(p, kind, h, pos, lane, buf);
 }
 

@@ -13,6 +13,22 @@ namespace cuda {
 constexpr int QKV_MAX_HEAD_DIM = 256;
 
 #ifdef __CUDACC__
+// Head h of one kind (0 Q, 1 K, 2 V) of token t: its values (post-processed in place by
+// kernel_qkv_post), its bias and its RMSNorm weights (null: none; V has no norm). hd: p.head_dim
+// (a caller that knows it at compile time passes the constant).
+struct QkvHeadSrc {
+    float* vec;
+    const float* bias;
+    const float* nw;
+};
+__device__ __forceinline__ QkvHeadSrc qkv_head_src(const QkvPostParams& p, int kind, int h, int t, int hd) {
+    const int64_t dim = static_cast<int64_t>(kind == 0 ? p.n_head : p.n_head_kv) * hd;
+    float* base = kind == 0 ? p.q : (kind == 1 ? p.k : p.v);
+    const float* bias = kind == 0 ? p.bq : (kind == 1 ? p.bk : p.bv);
+    return {base + t * dim + static_cast<int64_t>(h) * hd, bias ? bias + h * hd : nullptr,
+            kind == 0 ? p.q_norm : (kind == 1 ? p.k_norm : nullptr)};
+}
+
 // One head of `hd` values at `vec` (+ bias; normalized with nw when not null; rotated at `pos`
 // when rope) into buf[0..hd) (shared memory). Every global read is issued before any is used
 // (one round trip). The warp's lanes all call it; it ends with the warp synchronized. E: values
