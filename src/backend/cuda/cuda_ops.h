@@ -265,6 +265,9 @@ enum class AttnKernel { Auto, Simt };
 void set_attention_kernel(AttnKernel k);
 void set_attention_decode_warps(int warps);
 bool attention_mma_supported(const AttentionParams& p);
+// Decode over the INT8 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q and
+// the probabilities rounded to fp16, sums in fp32), unless set_attention_kernel(AttnKernel::Simt).
+bool attention_decode_tensor_cores(const AttentionParams& p);
 void launch_attention_mma(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers
 
