@@ -682,21 +682,40 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     for (int base = k_begin; base < k_end; base += chunk) {
         const int n_keys = min(chunk, k_end - base);
         __syncthreads();  // the previous chunk is consumed (and q_s is written, first time)
-        for (int u = threadIdx.x; u < n_keys * UNITS; u += blockDim.x) {
-            const int j = u / UNITS, c = u % UNITS;
-            const int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * HD + c * 16;
-            const int at = j * RS + State::unit_at(j, c) * 16;
-            cp_async16(ks + at, kc + off);
-            cp_async16(vs + at, vc + off);
+        {
+            // Thread x copies unit x % UNITS of rows x / UNITS, + rpr, ... (blockDim is a multiple
+            // of UNITS): the source steps by rpr positions.
+            const int rpr = blockDim.x / UNITS, c = threadIdx.x % UNITS;
+            const int64_t step = static_cast<int64_t>(rpr) * p.n_head_kv * HD;
+            int j = threadIdx.x / UNITS;
+            int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * HD + c * 16;
+            for (; j < n_keys; j += rpr, off += step) {
+                const int at = j * RS + State::unit_at(j, c) * 16;
+                cp_async16(ks + at, kc + off);
+                cp_async16(vs + at, vc + off);
+            }
         }
-        for (int j = threadIdx.x; j < n_keys; j += blockDim.x) {
-            const int64_t si = static_cast<int64_t>(base + j) * p.n_head_kv + hk;
-            ksc[j] = ldh(p.k_scale[si]);
-            vsc[j] = ldh(p.v_scale[si]);
+        // One key's scales per thread (a chunk is blockDim keys), stored after the queries'
+        // fragments are made: their loads are in flight meanwhile.
+        const bool has_key = static_cast<int>(threadIdx.x) < n_keys;
+        Half kraw{}, vraw{};
+        if (has_key) {
+            const int64_t si = static_cast<int64_t>(base + threadIdx.x) * p.n_head_kv + hk;
+            kraw = p.k_scale[si];
+            vraw = p.v_scale[si];
+        }
+        // The queries' fragments while the chunk is in flight (q_s written by the post and
+        // published by the barrier above; copied with the chunk otherwise, so after its wait).
+        if constexpr (MMA && POST) {
+            if (base == k_begin) st.load_q(q_s, lane);
+        }
+        if (has_key) {
+            ksc[threadIdx.x] = ldh(kraw);
+            vsc[threadIdx.x] = ldh(vraw);
         }
         cp_async_wait_all();  // this chunk's K/V (and the queries, first time)
         __syncthreads();
-        if constexpr (MMA) {
+        if constexpr (MMA && !POST) {
             if (base == k_begin) st.load_q(q_s, lane);
         }
         if (WARP * warp >= n_keys) continue;  // no key of this chunk for this warp (warp-uniform)
