@@ -821,7 +821,7 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
 }
 
 // The groups and head sizes the group-shared decode kernel serves (its blocks take 1, 2 or 3 of
-// a group's query heads: attention_decode_heads_per_block).
+// a group's query heads: attention_decode_heads).
 bool decode_gs_supported(int group, int head_dim) {
     const bool g_ok = group == 1 || group == 2 || group == 3 || group == 4 || group == 6 || group == 8;
     return g_ok && (head_dim == 64 || head_dim == 128 || head_dim == 256);
@@ -853,7 +853,7 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
         else if (p.head_dim == 128) launch(kernel_attention_decode_gs<G, 4, POST>);
         else launch(kernel_attention_decode_gs<G, 8, POST>);
     };
-    if constexpr (G + 2 <= GS_MAX_WARPS) {  // launch_attention folds the post in for these groups only
+    if constexpr (G + 2 <= GS_MAX_WARPS || G == 4) {  // attention_decode_heads folds the post in for these only
         if (post) by_dim(std::true_type{});
         else by_dim(std::false_type{});
     } else {
@@ -863,15 +863,16 @@ void launch_decode_gs_g(const AttentionParams& p, int n_split, int min_keys, con
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_decode_gs");
 }
 
-// hb: query heads per block (attention_decode_heads_per_block).
+// hb: query heads per block (attention_decode_heads).
 void launch_attention_decode_gs(const AttentionParams& p, int n_split, int min_keys, const QkvPostParams* post,
                                 int hb, void* stream) {
     switch (hb) {
         case 1: launch_decode_gs_g<1>(p, n_split, min_keys, post, stream); break;
         case 2: launch_decode_gs_g<2>(p, n_split, min_keys, post, stream); break;
-        default:  // attention_decode_heads_per_block gives 1, 2 or 3
-            JLLM_ASSERT(hb == 3);
-            launch_decode_gs_g<3>(p, n_split, min_keys, post, stream);
+        case 3: launch_decode_gs_g<3>(p, n_split, min_keys, post, stream); break;
+        default:  // attention_decode_heads gives 1 to 4
+            JLLM_ASSERT(hb == 4);
+            launch_decode_gs_g<4>(p, n_split, min_keys, post, stream);
             break;
     }
 }
@@ -902,14 +903,23 @@ void set_attention_decode_warps(int warps) {
     g_decode_warps = warps;
 }
 
-int attention_decode_heads_per_block(int group, int n_head, int n_split, int sms) {
-    if (group + 2 <= g_decode_warps) return group;  // the post folds in with one block per KV head
+DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms) {
+    const int w = g_decode_warps;
+    if (group + 2 <= w) return {group, true};  // the post folds in with one block per KV head
+    const int64_t two_per_sm = 2 * static_cast<int64_t>(sms);
     int hb = group;
     // A block's heads and K and V in one round of its warps: the post folds in.
-    while (hb % 2 == 0 && hb + 2 > g_decode_warps) hb /= 2;
+    while (hb % 2 == 0 && hb + 2 > w) hb /= 2;
+    const bool one_round = hb + 2 <= w;
+    // A large grid: twice the heads (up to 4), the post in two rounds; each K/V chunk is copied by
+    // half as many blocks.
+    if (one_round && group % (2 * hb) == 0 && 2 * hb <= 4 &&
+        static_cast<int64_t>(n_head / hb) * n_split > two_per_sm) {
+        return {2 * hb, true};
+    }
     // More blocks while the grid is small.
-    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= 2 * static_cast<int64_t>(sms)) hb /= 2;
-    return hb;
+    while (hb % 2 == 0 && static_cast<int64_t>(n_head / (hb / 2)) * n_split <= two_per_sm) hb /= 2;
+    return {hb, hb + 2 <= w};
 }
 
 bool attention_decode_tensor_cores(const AttentionParams& p) {
@@ -945,16 +955,17 @@ void launch_attention(const AttentionParams& p, void* stream) {
         split_plan(p.pos0 + p.n_tok, p.max_split, min_keys, &per, &used);
         n_split = used > 1 ? p.max_split : 1;
     }
-    // The Q/K/V post: folded into the group-shared decode kernel where a block's heads (hb query
-    // heads, then K and V) take one round of its warps (H200: Qwen3-0.6B's group 2 tg128 +4-6%;
-    // Qwen3-4B's group 4 in two rounds -7%; split into one or two heads per block, one round:
-    // +3-4% at every depth), else its own kernel first.
-    const int hb = gs ? attention_decode_heads_per_block(group, p.n_head, n_split, device_sm_count()) : group;
+    // The Q/K/V post: folded into the group-shared decode kernel where a block's heads, K and V
+    // take one round of its warps (H200: Qwen3-0.6B's group 2 tg128 +4-6%; Qwen3-4B's group 4 in
+    // two rounds -7% at short contexts; split into one or two heads per block, one round: +3-4% at
+    // every depth), or two rounds on a large grid (Qwen3-4B's four heads per block past 16
+    // splits: d4096 +1.5%), else its own kernel first.
+    const DecodeHeads heads = gs ? attention_decode_heads(group, p.n_head, n_split, device_sm_count()) : DecodeHeads{group, false};
     const QkvPostParams* post = nullptr;
     if (p.post != nullptr) {
         JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&
                     p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
-        if (gs && hb + 2 <= g_decode_warps) post = p.post;
+        if (heads.folds_post) post = p.post;
         else launch_qkv_post(*p.post, stream);
     }
     // The 8-bit output: by the combine kernel with a split, by the group-shared kernel without one
@@ -970,7 +981,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
         return;
     }
     if (gs) {
-        launch_attention_decode_gs(p, n_split, min_keys, post, hb, stream);
+        launch_attention_decode_gs(p, n_split, min_keys, post, heads.per_block, stream);
     } else {
         launch_attention_generic(p, n_split, group, stream);
     }

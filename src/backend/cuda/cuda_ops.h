@@ -249,13 +249,20 @@ constexpr int ATTN_MAX_SPLIT = 256;
 // Fewest keys per decode split of the kernel launch_attention picks for these heads (sizes the
 // engine's max_split: the KV capacity over this).
 int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim);
-// Query heads per block of the group-shared INT8 decode kernel: the group (one block per KV head
-// and split) where the Q/K/V post folds in that way (group + 2 <= its warps); else halved until a
-// block's heads, K and V take one round of its warps (the post folds in: several blocks per KV
-// head, each scoring fewer heads over the same keys), and further while the grid, query heads /
-// heads per block x splits, stays within two blocks per SM. qwen3-4b on the H200 (group 4, 132
-// SMs): one query head per block up to 8 splits (1,024 keys), two beyond.
-int attention_decode_heads_per_block(int group, int n_head, int n_split, int sms);
+// Query heads per block of the group-shared INT8 decode kernel, and whether it folds in the Q/K/V
+// post: the group (one block per KV head and split) where the post folds in that way (group + 2 <=
+// its warps); else halved until a block's heads, K and V take one round of its warps (the post
+// folds in: several blocks per KV head, each scoring fewer heads over the same keys). Then, where
+// that grid (query heads / heads per block x splits) exceeds two blocks per SM, twice the heads
+// (up to 4; the post in two rounds, each K/V chunk copied by half as many blocks); else halved
+// further while the grid stays within two blocks per SM (the post folded where the block's heads,
+// K and V still take one round). qwen3-4b on the H200 (group 4, 132 SMs): one query head per block up to 8 splits (1,024
+// keys), two up to 16, four beyond.
+struct DecodeHeads {
+    int per_block;
+    bool folds_post;
+};
+DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms);
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 // Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores

@@ -1164,31 +1164,46 @@ void run_decode_shapes(KvType kv, std::mt19937& rng) {
 }
 
 // The decode attention's heads per block (host code, no GPU): groups whose post folds in as they
-// are (1, 2) keep the group; even groups halve to two heads per block (the post folds in), then to
-// one while the grid stays within two blocks per SM (qwen3-4b's group 4 on 132 SMs); odd groups
-// keep theirs; the rule's halving below the folding size never takes the grid past the limit.
+// are (1, 2) keep the group; even groups halve to two heads per block (the post folds in), then,
+// on a grid past two blocks per SM, double back to four (the post in two rounds), else halve to
+// one while the grid stays within two blocks per SM (the post folds in where a block's heads, K
+// and V take one round of four warps); odd groups keep theirs (the post separate).
 TEST(CudaOps, AttentionHeadsPerBlockOnHost) {
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 1, 132), 1);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 8, 132), 1);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 16, 132), 2);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(4, 32, 33, 132), 2);  // the post still folds in
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(2, 16, 1, 132), 2);   // qwen3-0.6b: the post folds in
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(3, 24, 1, 132), 3);  // odd group
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(6, 24, 1, 132), 3);
-    EXPECT_EQ(cuda::attention_decode_heads_per_block(8, 32, 2, 8), 2);    // 8 SMs (the Orin Nano): 32 blocks
+    auto heads = [](int group, int n_head, int n_split, int sms) {
+        const cuda::DecodeHeads d = cuda::attention_decode_heads(group, n_head, n_split, sms);
+        return std::make_pair(d.per_block, d.folds_post);
+    };
+    using P = std::pair<int, bool>;
+    EXPECT_EQ(heads(4, 32, 1, 132), P(1, true));
+    EXPECT_EQ(heads(4, 32, 8, 132), P(1, true));
+    EXPECT_EQ(heads(4, 32, 16, 132), P(2, true));   // 256 two-head blocks: two per SM
+    EXPECT_EQ(heads(4, 32, 17, 132), P(4, true));   // past two per SM: four heads, two rounds
+    EXPECT_EQ(heads(4, 32, 33, 132), P(4, true));   // qwen3-4b at depth 4096
+    EXPECT_EQ(heads(2, 16, 1, 132), P(2, true));    // qwen3-0.6b: the post folds in
+    EXPECT_EQ(heads(2, 16, 64, 132), P(2, true));
+    EXPECT_EQ(heads(3, 24, 1, 132), P(3, false));   // odd group
+    EXPECT_EQ(heads(6, 24, 1, 132), P(3, false));
+    EXPECT_EQ(heads(8, 32, 2, 8), P(4, true));      // 8 SMs (the Orin Nano): 32 two-head blocks
+    EXPECT_EQ(heads(8, 32, 1, 8), P(2, true));
     for (int group : {1, 2, 3, 4, 6, 8}) {
         for (int n_split : {1, 2, 4, 8, 16, 33, 64, 256}) {
             for (int sms : {8, 16, 132}) {
                 const int n_head = 8 * group;
-                const int hb = cuda::attention_decode_heads_per_block(group, n_head, n_split, sms);
-                ASSERT_TRUE(hb >= 1 && group % hb == 0);
-                // Below the first size at which the post folds in, only while the grid stays small.
+                const auto [hb, folds] = heads(group, n_head, n_split, sms);
+                ASSERT_TRUE(hb >= 1 && hb <= 4 && group % hb == 0);
                 int fold_hb = group;  // halved while even and its heads, K and V exceed four warps
                 while (fold_hb % 2 == 0 && fold_hb + 2 > cuda::ATTN_DECODE_WARPS_DEFAULT) fold_hb /= 2;
-                if (hb < fold_hb) {
+                const int64_t grid = static_cast<int64_t>(n_head / fold_hb) * n_split;
+                if (hb < fold_hb) {  // below the folding size only while the grid stays small
                     EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+                    EXPECT_EQ(folds, hb + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT);
+                } else if (hb > fold_hb) {  // twice the folding size only on a large grid
+                    EXPECT_EQ(hb, 2 * fold_hb);
+                    EXPECT_GT(grid, 2 * sms);
+                    EXPECT_TRUE(folds);
+                } else {
+                    EXPECT_EQ(folds, fold_hb + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT);
                 }
-                EXPECT_LE(hb, fold_hb);
             }
         }
     }
@@ -1248,10 +1263,11 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 // replaces (launch_qkv_post, then launch_attention): the output, its 8-bit copy (made in the
 // kernel without a split) and both caches with their scales bit for bit, every other cache
 // position untouched, the projections left as they were where the post is folded in. Folded
-// (one or two query heads per block on four warps): Qwen3-0.6B heads (Q/K-norm) with and without
-// splits and in graph mode, qwen2-like biases with neox off, head_dim 64 and 256, the first token,
-// Qwen3-4B heads at four splits (one head per block: four blocks store each KV head's bytes) and at
-// depth 4096 (two per block); by its own kernel first: group 6 with biases (three heads per block).
+// (one or two query heads per block on four warps, or four in two rounds): Qwen3-0.6B heads
+// (Q/K-norm) with and without splits and in graph mode, qwen2-like biases with neox off, head_dim
+// 64 and 256, the first token, Qwen3-4B heads at four splits (one head per block: four blocks store
+// each KV head's bytes), at 16 splits (two per block) and at depth 4096 (four per block); by its
+// own kernel first: group 6 with biases (three heads per block).
 TEST(CudaOps, AttentionDecodeFoldsPost) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(9090);
@@ -1268,7 +1284,8 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
         {64, 8, 4, 256, 2, true, true, false, true},       // head_dim 64, two splits
         {256, 4, 2, 77, 1, false, true, true, false},      // largest head
         {128, 32, 8, 700, 4, false, true, true, true},     // Qwen3-4B heads, one per block: folded
-        {128, 32, 8, 4095, 33, false, true, true, false},  // Qwen3-4B at depth 4096: two per block
+        {128, 32, 8, 4095, 33, false, true, true, false},  // Qwen3-4B at depth 4096: four per block
+        {128, 32, 8, 1500, 16, false, true, true, true},   // Qwen3-4B at 16 splits: two per block
         {128, 12, 2, 50, 1, true, false, false, false},    // group 6 with biases: its own kernel
     };
     for (const Case& c : cases) {
@@ -1350,9 +1367,9 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
         const Run got = run(true);
         // Query heads per block as launch_attention picks them (the grid's splits: max_split in
         // every case where the choice depends on them).
-        const int hb = cuda::attention_decode_heads_per_block(c.n_head / c.n_head_kv, c.n_head, c.max_split,
-                                                              cuda::device_sm_count());
-        const bool folded = hb + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT;
+        const bool folded = cuda::attention_decode_heads(c.n_head / c.n_head_kv, c.n_head, c.max_split,
+                                                         cuda::device_sm_count())
+                                .folds_post;
         auto same = [](const auto& a, const auto& b) {
             return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
         };
