@@ -1155,6 +1155,7 @@ void run_attn_case(const AttnCase& c, std::mt19937& rng) {
 // per split, partial chunks, warps without keys, graph mode.
 void run_decode_shapes(KvType kv, std::mt19937& rng) {
     run_attn_case({kv, 128, 32, 8, 1, 4095, 33, true, true}, rng);  // Qwen3-4B heads at depth 4096
+    run_attn_case({kv, 64, 32, 8, 1, 4095, 33, true, true}, rng);   // group 4 at head_dim 64 (fp32 path)
     run_attn_case({kv, 128, 32, 8, 1, 700, 2}, rng);                // group 4: several chunks per split
     run_attn_case({kv, 64, 9, 3, 1, 300, 16, true, true}, rng);     // group 3, last split short
     run_attn_case({kv, 128, 12, 2, 1, 45, 8}, rng);                 // group 6, one partial chunk
@@ -1266,7 +1267,8 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 // (one or two query heads per block on four warps, or four in two rounds): Qwen3-0.6B heads
 // (Q/K-norm) with and without splits and in graph mode, qwen2-like biases with neox off, head_dim
 // 64 and 256, the first token, Qwen3-4B heads at four splits (one head per block: four blocks store
-// each KV head's bytes), at 16 splits (two per block) and at depth 4096 (four per block); by its
+// each KV head's bytes), at 16 splits (two per block) and at depth 4096 (four per block; also at
+// head_dim 64, the fp32 path); by its
 // own kernel first: group 6 with biases (three heads per block).
 TEST(CudaOps, AttentionDecodeFoldsPost) {
     JLLM_REQUIRE_CUDA_DEVICE();
@@ -1286,6 +1288,7 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
         {128, 32, 8, 700, 4, false, true, true, true},     // Qwen3-4B heads, one per block: folded
         {128, 32, 8, 4095, 33, false, true, true, false},  // Qwen3-4B at depth 4096: four per block
         {128, 32, 8, 1500, 16, false, true, true, true},   // Qwen3-4B at 16 splits: two per block
+        {64, 32, 8, 4095, 33, true, true, false, false},   // head_dim 64 at depth: four per block, fp32 path
         {128, 12, 2, 50, 1, true, false, false, false},    // group 6 with biases: its own kernel
     };
     for (const Case& c : cases) {
