@@ -263,6 +263,8 @@ __device__ __forceinline__ uint32_t i8x2_to_h2(uint32_t x) {
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// A warp's merge row per head (acc [HD], m, l), padded so every row starts 16-byte aligned.
+__host__ __device__ constexpr int gs_merge_stride(int hd) { return hd + 4; }
 // Query heads rounded up to 4 (the probabilities' row in shared memory, read as float4s).
 __host__ __device__ constexpr int gs_pad4(int g) { return (g + 3) / 4 * 4; }
 // The tensor-core variant serves head_dim 128 and 256 (whole 64-byte groups per row and at
@@ -393,7 +395,7 @@ struct GsSimt {
     __device__ void write(float* mg, int warp, int lane) const {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-            float* row = mg + (warp * G + g) * (HD + 2);
+            float* row = mg + (warp * G + g) * gs_merge_stride(HD);
 #pragma unroll
             for (int d = 0; d < DPL; ++d) row[lane * DPL + d] = acc[g][d];
             if (lane == 0) {
@@ -599,7 +601,7 @@ struct GsMma {
         for (int e = 0; e < 2; ++e) {
             const int h = 2 * t + e;
             if (h >= G) continue;
-            float* row = mg + (warp * G + h) * (HD + 2);
+            float* row = mg + (warp * G + h) * gs_merge_stride(HD);
 #pragma unroll
             for (int u = 0; u < NU; ++u) {
 #pragma unroll
@@ -723,37 +725,57 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     }
 
     // Merge the warps' (m, l, acc) per head through shared memory (the K/V area, now free).
-    float* mg = reinterpret_cast<float*>(smem);  // [n_warps][G][HD + 2]
+    constexpr int MS = gs_merge_stride(HD);
+    float* mg = reinterpret_cast<float*>(smem);  // [n_warps][G][MS]
     cp_async_wait_all();  // nothing in flight into shared memory (the queries, had no chunk run)
     __syncthreads();
     st.write(mg, warp, lane);
     __syncthreads();
-    for (int o = threadIdx.x; o < G * HD; o += blockDim.x) {  // warp-uniform trip count
-        const int g = o / HD, d = o % HD;
-        float mx = -INFINITY;
-        for (int w = 0; w < n_warps; ++w) mx = fmaxf(mx, mg[(w * G + g) * (HD + 2) + HD]);  // warp 0's is finite
-        float a = 0.0f, lt = 0.0f;
-        for (int w = 0; w < n_warps; ++w) {
-            const float* row = mg + (w * G + g) * (HD + 2);
-            const float f = expf(row[HD] - mx);  // 0 for a warp without keys (m = -inf)
-            a += row[d] * f;
-            lt += row[HD + 1] * f;
-        }
-        const int h = h0 + g;
-        if (n_split == 1) {
+    if (n_split == 1) {
+        for (int o = threadIdx.x; o < G * HD; o += blockDim.x) {  // warp-uniform trip count
+            const int g = o / HD, d = o % HD;
+            float mx = -INFINITY;
+            for (int w = 0; w < n_warps; ++w) mx = fmaxf(mx, mg[(w * G + g) * MS + HD]);  // warp 0's is finite
+            float a = 0.0f, lt = 0.0f;
+            for (int w = 0; w < n_warps; ++w) {
+                const float* row = mg + (w * G + g) * MS;
+                const float f = expf(row[HD] - mx);  // 0 for a warp without keys (m = -inf)
+                a += row[d] * f;
+                lt += row[HD + 1] * f;
+            }
             // With out_q8 the warp (32 consecutive values: G * HD and the block are multiples of
             // 32) also quantizes them: one act_q8 block.
             const float v = a / lt;
-            const int64_t o_idx = static_cast<int64_t>(h) * HD + d;
+            const int64_t o_idx = static_cast<int64_t>(h0 + g) * HD + d;
             p.out[o_idx] = v;
             if (p.out_q8) {
                 int8_t* q = static_cast<int8_t*>(p.out_q8);
                 float4* sc = reinterpret_cast<float4*>(q + act_q8_scales_at(1, static_cast<int64_t>(p.n_head) * HD));
                 quantize_block_warp(v, lane, q + (o_idx - lane), sc + o_idx / 32);
             }
-        } else {
-            float* wr = p.work + (static_cast<int64_t>(h) * p.max_split + s) * (HD + 2);
-            wr[d] = a;
+        }
+    } else {
+        // Four consecutive dims of one head per thread and step: the head's weights once per four
+        // values (the same sums in the same order as one value at a time).
+        for (int o4 = threadIdx.x; o4 < G * HD / 4; o4 += blockDim.x) {
+            const int g = 4 * o4 / HD, d = 4 * o4 % HD;
+            float mx = -INFINITY;
+            for (int w = 0; w < n_warps; ++w) mx = fmaxf(mx, mg[(w * G + g) * MS + HD]);  // warp 0's is finite
+            float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float lt = 0.0f;
+            for (int w = 0; w < n_warps; ++w) {
+                const float* row = mg + (w * G + g) * MS;
+                const float f = expf(row[HD] - mx);  // 0 for a warp without keys (m = -inf)
+                const float4 v = *reinterpret_cast<const float4*>(row + d);
+                a.x += v.x * f;
+                a.y += v.y * f;
+                a.z += v.z * f;
+                a.w += v.w * f;
+                lt += row[HD + 1] * f;
+            }
+            float* wr = p.work + (static_cast<int64_t>(h0 + g) * p.max_split + s) * (HD + 2);  // 8-byte aligned
+            *reinterpret_cast<float2*>(wr + d) = make_float2(a.x, a.y);
+            *reinterpret_cast<float2*>(wr + d + 2) = make_float2(a.z, a.w);
             if (d == 0) {
                 wr[HD] = mx;
                 wr[HD + 1] = lt;
