@@ -391,7 +391,7 @@ struct GsSimt {
         }
     }
 
-    // This warp's (acc, m, l) per head into mg [warps][G][HD + 2].
+    // This warp's (acc, m, l) per head into mg [warps][G][gs_merge_stride(HD)].
     __device__ void write(float* mg, int warp, int lane) const {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -731,17 +731,35 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
     __syncthreads();
     st.write(mg, warp, lane);
     __syncthreads();
+    // Head g's weight per warp, f[w] = exp(m_w - max) (0 for a warp without keys: m = -inf), and
+    // the weighted sum of the warps' l, in warp order; returns the max (warp 0's m is finite).
+    auto head_weights = [&](int g, float (&f)[GS_MAX_WARPS], float& lt) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < GS_MAX_WARPS; ++w) {
+            if (w < n_warps) mx = fmaxf(mx, mg[(w * G + g) * MS + HD]);
+        }
+        lt = 0.0f;
+#pragma unroll
+        for (int w = 0; w < GS_MAX_WARPS; ++w) {
+            f[w] = 0.0f;
+            if (w < n_warps) {
+                f[w] = expf(mg[(w * G + g) * MS + HD] - mx);
+                lt += mg[(w * G + g) * MS + HD + 1] * f[w];
+            }
+        }
+        return mx;
+    };
+    float f[GS_MAX_WARPS];
     if (n_split == 1) {
         for (int o = threadIdx.x; o < G * HD; o += blockDim.x) {  // warp-uniform trip count
             const int g = o / HD, d = o % HD;
-            float mx = -INFINITY;
-            for (int w = 0; w < n_warps; ++w) mx = fmaxf(mx, mg[(w * G + g) * MS + HD]);  // warp 0's is finite
-            float a = 0.0f, lt = 0.0f;
-            for (int w = 0; w < n_warps; ++w) {
-                const float* row = mg + (w * G + g) * MS;
-                const float f = expf(row[HD] - mx);  // 0 for a warp without keys (m = -inf)
-                a += row[d] * f;
-                lt += row[HD + 1] * f;
+            float lt;
+            head_weights(g, f, lt);
+            float a = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GS_MAX_WARPS; ++w) {
+                if (w < n_warps) a += mg[(w * G + g) * MS + d] * f[w];
             }
             // With out_q8 the warp (32 consecutive values: G * HD and the block are multiples of
             // 32) also quantizes them: one act_q8 block.
@@ -759,19 +777,18 @@ __global__ void __launch_bounds__(GS_MAX_WARPS * WARP)
         // values (the same sums in the same order as one value at a time).
         for (int o4 = threadIdx.x; o4 < G * HD / 4; o4 += blockDim.x) {
             const int g = 4 * o4 / HD, d = 4 * o4 % HD;
-            float mx = -INFINITY;
-            for (int w = 0; w < n_warps; ++w) mx = fmaxf(mx, mg[(w * G + g) * MS + HD]);  // warp 0's is finite
+            float lt;
+            const float mx = head_weights(g, f, lt);
             float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float lt = 0.0f;
-            for (int w = 0; w < n_warps; ++w) {
-                const float* row = mg + (w * G + g) * MS;
-                const float f = expf(row[HD] - mx);  // 0 for a warp without keys (m = -inf)
-                const float4 v = *reinterpret_cast<const float4*>(row + d);
-                a.x += v.x * f;
-                a.y += v.y * f;
-                a.z += v.z * f;
-                a.w += v.w * f;
-                lt += row[HD + 1] * f;
+#pragma unroll
+            for (int w = 0; w < GS_MAX_WARPS; ++w) {
+                if (w < n_warps) {
+                    const float4 v = *reinterpret_cast<const float4*>(mg + (w * G + g) * MS + d);
+                    a.x += v.x * f[w];
+                    a.y += v.y * f[w];
+                    a.z += v.z * f[w];
+                    a.w += v.w * f[w];
+                }
             }
             float* wr = p.work + (static_cast<int64_t>(h0 + g) * p.max_split + s) * (HD + 2);  // 8-byte aligned
             *reinterpret_cast<float2*>(wr + d) = make_float2(a.x, a.y);
@@ -842,8 +859,8 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     }
 }
 
-// The groups and head sizes the group-shared decode kernel serves (its blocks take 1, 2 or 3 of
-// a group's query heads: attention_decode_heads).
+// The groups and head sizes the group-shared decode kernel serves (its blocks take 1 to 4 of a
+// group's query heads: attention_decode_heads).
 bool decode_gs_supported(int group, int head_dim) {
     const bool g_ok = group == 1 || group == 2 || group == 3 || group == 4 || group == 6 || group == 8;
     return g_ok && (head_dim == 64 || head_dim == 128 || head_dim == 256);
