@@ -256,8 +256,8 @@ int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim);
 // that grid (query heads / heads per block x splits) exceeds two blocks per SM, twice the heads
 // (up to 4; the post in two rounds, each K/V chunk copied by half as many blocks); else halved
 // further while the grid stays within two blocks per SM (the post folded where the block's heads,
-// K and V still take one round). qwen3-4b on the H200 (group 4, 132 SMs): one query head per block up to 8 splits (1,024
-// keys), two up to 16, four beyond.
+// K and V still take one round). qwen3-4b on the H200 (group 4, 132 SMs): one query head per
+// block up to 8 splits (1,024 keys), two up to 16, four beyond.
 struct DecodeHeads {
     int per_block;
     bool folds_post;

@@ -1268,8 +1268,8 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 // (Q/K-norm) with and without splits and in graph mode, qwen2-like biases with neox off, head_dim
 // 64 and 256, the first token, Qwen3-4B heads at four splits (one head per block: four blocks store
 // each KV head's bytes), at 16 splits (two per block) and at depth 4096 (four per block; also at
-// head_dim 64, the fp32 path); by its
-// own kernel first: group 6 with biases (three heads per block).
+// head_dim 64, the fp32 path); by its own kernel first: group 6 with biases (three heads per
+// block).
 TEST(CudaOps, AttentionDecodeFoldsPost) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(9090);
