@@ -400,7 +400,8 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         const int64_t nr = std::min(CHECK_ROWS, shape.rows);
         std::vector<float> ref(static_cast<size_t>(n_tok * nr));
         // The GEMM rounds weights and activations to fp16 (its twin does the same).
-        auto ref_fn = gemm ? cuda::gemm_f16_ref : cuda::matmul_ref;
+        auto ref_fn = !gemm ? cuda::matmul_ref
+                            : cuda::gemm_takes_small(fmt, n_tok) ? cuda::gemm_small_ref : cuda::gemm_f16_ref;
         ref_fn(type, host_w.data(), shape.swiglu ? host_w.data() : nullptr, nr, shape.cols, host_x.data(), n_tok,
                ref.data(), mode);
         double se = 0, sr = 0;

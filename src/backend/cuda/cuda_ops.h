@@ -102,6 +102,14 @@ GemmPlan gemm_plan_multi(int n_seg, const int64_t* rows, int64_t cols, int n_tok
 void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, int64_t cols,
                        const uint16_t* x, int n_tok, float* const* y, void* stream, float* work = nullptr,
                        size_t work_floats = 0);
+// Up to GEMM_SMALL_MAX_TOKENS tokens on tiled Q4_K/Q6_K, launch_gemm(_multi) takes a kernel that
+// decodes the weights into the mma fragments in registers with half2 arithmetic: each weight is
+// fp16(q * fp16(d * sc) - fp16(dmin * m)) (Q6_K: fp16((q - 32) * fp16(d * sc))), one rounding of
+// the exact value, where gemm_f16_ref has fp16(d * sc * q - dmin * m); its twin is
+// gemm_small_ref. (A warp whose weights could leave fp16's range, which no quantizer produces from
+// a real model, takes gemm_f16_ref's saturated values.)
+constexpr int GEMM_SMALL_MAX_TOKENS = 64;
+bool gemm_takes_small(WeightFormat fmt, int n_tok);
 // x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16.
 void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
                  int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
@@ -115,6 +123,9 @@ void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows
                    size_t work_floats = 0);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
+// Twin of the small-batch GEMM (gemm_takes_small): its weights, activations rounded to fp16, fp64 sums.
+void gemm_small_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                    int n_tok, float* y, MatOut out);
 // Twin of launch_gemm: dequantized weights and activations rounded to fp16 as the kernel does,
 // fp64 sums.
 void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,

@@ -4,11 +4,15 @@
 // attention; sums in double where the kernel's order differs from any fixed order.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/rope.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
+#include "quant/quant_blocks.h"
+#include "quant/quant_ref.h"
 
 namespace jllm {
 namespace cuda {
@@ -17,10 +21,50 @@ float round_f16_sat(float v) { return to_f32(to_half(std::max(-65504.0f, std::mi
 
 namespace {
 
+// Row r's weights as kernel_gemm_small's half2 decoder forms them (gemm_small_ref).
+void small_gemm_row(GgmlType type, const uint8_t* row, int64_t cols, float* dst) {
+    // One rounding of an exact value to fp16, as __hfma2 / __hmul2 round: to float by round-to-odd
+    // (exact, or the odd neighbour), then to fp16, is the same as rounding once.
+    auto h = [](double v) {
+        float f = static_cast<float>(v);
+        if (static_cast<double>(f) != v) {
+            uint32_t b;
+            std::memcpy(&b, &f, sizeof b);
+            if ((b & 1u) == 0) f = std::nextafter(f, v > static_cast<double>(f) ? HUGE_VALF : -HUGE_VALF);
+        }
+        return to_f32(to_half(f));
+    };
+    for (int64_t b = 0; b < cols / 256; ++b) {
+        float* o = dst + b * 256;
+        if (type == GgmlType::Q4_K) {
+            const BlockQ4_K& k = reinterpret_cast<const BlockQ4_K*>(row)[b];
+            for (int j = 0; j < 8; ++j) {
+                uint8_t sc, mn;
+                get_scale_min_k4(j, k.scales, &sc, &mn);
+                const double dl = h(to_f32(k.d) * static_cast<float>(sc)), ml = h(to_f32(k.dmin) * static_cast<float>(mn));
+                for (int l = 0; l < 32; ++l) {
+                    const int q = (k.qs[(j / 2) * 32 + l] >> (4 * (j % 2))) & 0xF;
+                    o[32 * j + l] = h(q * dl - ml);
+                }
+            }
+        } else {
+            JLLM_ASSERT(type == GgmlType::Q6_K);
+            const BlockQ6_K& k = reinterpret_cast<const BlockQ6_K*>(row)[b];
+            for (int e = 0; e < 256; ++e) {
+                const int lo = (k.ql[(e / 128) * 64 + e % 64] >> (4 * ((e % 128) / 64))) & 0xF;
+                const int hi = (k.qh[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+                const double dl = h(to_f32(k.d) * static_cast<float>(k.scales[e / 16]));
+                o[e] = h(((lo | (hi << 4)) - 32) * dl);
+            }
+        }
+    }
+}
+
 // Y = W X with the kernels' epilogues, sums in double; with f16 the weights and activations are
-// first rounded as the tensor-core GEMM rounds them.
+// first rounded as the tensor-core GEMM rounds them (small: the weights as kernel_gemm_small's
+// decoder forms them).
 void matmul_ref_impl(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
-                     int n_tok, float* y, MatOut out, bool f16) {
+                     int n_tok, float* y, MatOut out, bool f16, bool small = false) {
     const TypeTraits& tt = type_traits(type);
     const size_t rb = row_size(type, cols);
     std::vector<float> xr(x, x + static_cast<size_t>(n_tok) * cols), row(static_cast<size_t>(cols)),
@@ -29,6 +73,10 @@ void matmul_ref_impl(GgmlType type, const void* w, const void* w2, int64_t rows,
         for (float& v : xr) v = round_f16_sat(v);
     }
     auto load_row = [&](const void* m, int64_t r, std::vector<float>& dst) {
+        if (small) {
+            small_gemm_row(type, static_cast<const uint8_t*>(m) + r * rb, cols, dst.data());
+            return;
+        }
         tt.to_float(static_cast<const uint8_t*>(m) + r * rb, dst.data(), cols);
         if (f16) {
             for (float& v : dst) v = round_f16_sat(v);
@@ -63,6 +111,12 @@ void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int6
 void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                   int n_tok, float* y, MatOut out) {
     matmul_ref_impl(type, w, w2, rows, cols, x, n_tok, y, out, true);
+}
+
+void gemm_small_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
+                    int n_tok, float* y, MatOut out) {
+    JLLM_ASSERT(type == GgmlType::Q4_K || type == GgmlType::Q6_K);
+    matmul_ref_impl(type, w, w2, rows, cols, x, n_tok, y, out, true, true);
 }
 
 void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq) {

@@ -3,7 +3,9 @@
 // types. Outputs are poisoned before each launch. Each op states its error bound:
 //   matmul (GEMV, GEMM; store/add/SwiGLU): |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 (fp32
 //     accumulation in any order against an fp64 sum of the same dequantized weights; for the
-//     tensor-core GEMM, weights and activations rounded to fp16 on both sides, gemm_f16_ref);
+//     tensor-core GEMM, weights and activations rounded to fp16 on both sides, gemm_f16_ref; for
+//     its small-batch kernel on tiled Q4_K/Q6_K, the weights its half2 decoder forms,
+//     gemm_small_ref, which are also checked bit for bit);
 //   embedding: bit-exact (dequantization is exact, quant_ref.cpp);
 //   RMSNorm: |gpu - ref| <= 1e-5 * |ref| + 1e-6 (fp32 vs fp64 sum of squares);
 //   SwiGLU: 1e-6 relative (expf vs std::exp);
@@ -23,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -37,6 +40,7 @@
 #include "core/fp16.h"
 #include "cuda_test_util.h"
 #include "model/model_config.h"
+#include "quant/quant_blocks.h"
 
 namespace jllm::test {
 namespace {
@@ -101,7 +105,9 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
 
     // Reference: g = W x and u = W2 x separately (for the bound), then the epilogue. The GEMM
     // multiplies fp16-rounded weights and activations (its twin rounds the same way).
-    auto ref_fn = c.gemm ? cuda::gemm_f16_ref : cuda::matmul_ref;
+    const cuda::WeightFormat fmt(c.type, c.layout);
+    // The small-batch GEMM forms its weights in half2 arithmetic (gemm_small_ref).
+    auto ref_fn = !c.gemm ? cuda::matmul_ref : cuda::gemm_takes_small(fmt, c.n_tok) ? cuda::gemm_small_ref : cuda::gemm_f16_ref;
     auto rnd = [&](std::vector<float> v) {
         if (c.gemm) {
             for (float& e : v) e = cuda::round_f16_sat(e);
@@ -136,7 +142,6 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     else dy.poison();
     DevBuf<float> work(c.split ? cuda::gemm_work_floats(c.n_tok, c.rows) : 1);
     work.poison();
-    const cuda::WeightFormat fmt(c.type, c.layout);
     if (c.gemm) {
         DevBuf<uint16_t> dxh(x.size());
         cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dxh.get(), nullptr);
@@ -299,6 +304,64 @@ TEST(CudaOps, MatmulTiles) {
         run_matmul_case({q, 136, 256, 129, MatOut::Add, true, false, T}, rng);
         run_matmul_case({q, 200, 2048, 33, MatOut::Add, true, true, T}, rng);
         run_matmul_case({q, 104, 2048, 40, MatOut::SwiGLU, true, true, T}, rng);
+        // The small-batch kernel (up to 64 tokens): every token-tile count, rows ending inside a
+        // warp's and a block's rows, split parts.
+        run_matmul_case({q, 8, 256, 57, MatOut::Store, true, false, T}, rng);
+        run_matmul_case({q, 136, 768, 24, MatOut::SwiGLU, true, false, T}, rng);
+        run_matmul_case({q, 168, 512, 12, MatOut::Add, true, true, T}, rng);
+        run_matmul_case({q, 200, 512, 64, MatOut::SwiGLU, true, true, T}, rng);
+        run_matmul_case({q, 88, 1024, 50, MatOut::Add, true, true, T}, rng);
+        run_matmul_case({q, 256, 768, 17, MatOut::Store, true, false, T}, rng);
+        run_matmul_case({q, 40, 1280, 48, MatOut::Store, true, true, T}, rng);
+    }
+}
+
+// The small-batch GEMM's half2 decoder against its twin bit for bit in the weights: one row of
+// ones in the activations' place picks single weights out (token t: a unit vector at column
+// 8t + t % 8), so the outputs are the weights as the kernel formed them. And a warp whose weights
+// could leave fp16's range (block scales of 1000) takes gemm_f16_ref's saturated values instead.
+TEST(CudaOps, GemmSmallDecoderWeights) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2471);
+    for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        for (bool huge : {false, true}) {
+            SCOPED_TRACE(std::string(type_name(q)) + (huge ? " scales 1000" : ""));
+            const int64_t rows = 72, cols = 512;
+            const int n_tok = 64;
+            std::vector<uint8_t> w = random_matrix(q, rows, cols, rng);
+            if (huge) {
+                const size_t bb = q == GgmlType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
+                const size_t d_at = q == GgmlType::Q4_K ? offsetof(BlockQ4_K, d) : offsetof(BlockQ6_K, d);
+                const Half big = to_half(1000.0f);
+                for (size_t b = 0; b < w.size() / bb; ++b) std::memcpy(w.data() + b * bb + d_at, &big, sizeof big);
+            }
+            // Token t reads column 8t + (t % 8) (every sub-block's position classes) with weight 1.
+            std::vector<float> x(static_cast<size_t>(n_tok) * cols, 0.0f);
+            for (int t = 0; t < n_tok; ++t) x[static_cast<size_t>(t) * cols + 8 * t + t % 8] = 1.0f;
+            std::vector<float> ref(static_cast<size_t>(rows) * n_tok);
+            (huge ? cuda::gemm_f16_ref : cuda::gemm_small_ref)(q, w.data(), nullptr, rows, cols, x.data(), n_tok,
+                                                              ref.data(), MatOut::Store);
+            const cuda::WeightFormat fmt(q, cuda::WeightLayout::Tiles);
+            ASSERT_TRUE(cuda::gemm_takes_small(fmt, n_tok));
+            DevBuf<uint8_t> dw(device_bytes(q, fmt.layout, w, rows, cols));
+            DevBuf<float> dx(x), dy(ref.size());
+            DevBuf<uint16_t> dxh(x.size());
+            cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dxh.get(), nullptr);
+            dy.poison();
+            cuda::launch_gemm(fmt, dw.get(), nullptr, rows, cols, dxh.get(), n_tok, dy.get(), MatOut::Store, nullptr);
+            const std::vector<float> got = dy.download();
+            int bad = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                // The fallback's fp32 value may round to fp16 one step away from the twin's (an fma
+                // against a multiply and a subtraction): one fp16 step there.
+                const bool ok = huge ? std::fabs(got[i] - ref[i]) <= 1e-3f * std::fabs(ref[i])
+                                     : std::memcmp(&got[i], &ref[i], sizeof(float)) == 0;
+                if (!ok && ++bad <= 5) {
+                    ADD_FAILURE() << "y[" << i << "] = " << got[i] << ", ref " << ref[i];
+                }
+            }
+            EXPECT_EQ(bad, 0);
+        }
     }
 }
 
@@ -365,7 +428,9 @@ TEST(CudaOps, GemmMultiSegments) {
         for (int s = 0; s < n_seg; ++s) {
             const int64_t rows = c.rows[s];
             std::vector<float> ref(static_cast<size_t>(rows) * c.n_tok);
-            cuda::gemm_f16_ref(c.type, w[s].data(), nullptr, rows, c.cols, x.data(), c.n_tok, ref.data(), MatOut::Store);
+            auto ref_fn = cuda::gemm_takes_small(cuda::WeightFormat(c.type, c.layout), c.n_tok) ? cuda::gemm_small_ref
+                                                                                                : cuda::gemm_f16_ref;
+            ref_fn(c.type, w[s].data(), nullptr, rows, c.cols, x.data(), c.n_tok, ref.data(), MatOut::Store);
             const std::vector<float> got = dy[static_cast<size_t>(s)]->download();
             int bad = 0;
             for (int64_t r = 0; r < rows; ++r) {
