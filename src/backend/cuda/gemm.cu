@@ -359,15 +359,48 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
         }
     }
 
-    // Epilogue: c0, c1 at (row g, tokens 2q, 2q + 1); c2, c3 at row g + 8.
+    // Epilogue: c0, c1 at (row g, tokens 2q, 2q + 1); c2, c3 at row g + 8. (store_acc does the
+    // same for kernel_gemm_small; written out here it keeps this kernel's code as it was measured:
+    // through store_acc pp512 lost 0.6%.)
     const int g = lane >> 2, q2 = (lane & 3) * 2;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
+            const float* c = acc[mt][nt];
+            const int n = t0 + wn0 + nt * 8 + q2;
             const int m = wm0 + mt * 16 + g;
-            const int64_t r = swiglu ? r0 + (m >> 4) * 8 + (m & 7) : r0 + m;
-            store_acc(y, rows, n_tok, ystride, out_mode, partial, r, r + 8, t0 + wn0 + nt * 8 + q2, acc[mt][nt]);
+            if (swiglu) {
+                const int64_t r = r0 + (m >> 4) * 8 + (m & 7);
+                if (r >= rows) continue;
+                if (partial) {
+                    if (n < n_tok) {
+                        y[static_cast<int64_t>(n) * ystride + r] = c[0];
+                        y[static_cast<int64_t>(n) * ystride + rows + r] = c[2];
+                    }
+                    if (n + 1 < n_tok) {
+                        y[static_cast<int64_t>(n + 1) * ystride + r] = c[1];
+                        y[static_cast<int64_t>(n + 1) * ystride + rows + r] = c[3];
+                    }
+                    continue;
+                }
+                if (n < n_tok) y[static_cast<int64_t>(n) * rows + r] = silu_mul_f(c[0], c[2]);
+                if (n + 1 < n_tok) y[static_cast<int64_t>(n + 1) * rows + r] = silu_mul_f(c[1], c[3]);
+            } else {
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int64_t r = r0 + m + 8 * hh;
+                    if (r >= rows) continue;
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        if (n + e >= n_tok) continue;
+                        float* out = y + static_cast<int64_t>(n + e) * rows + r;
+                        const float v = c[2 * hh + e];
+                        if (out_mode == static_cast<int>(MatOut::Add)) *out += v;
+                        else *out = v;
+                    }
+                }
+            }
         }
     }
 }
