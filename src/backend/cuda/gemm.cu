@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     const int64_t kb_first = nb * blockIdx.z / gridDim.z, kb_last = nb * (blockIdx.z + 1) / gridDim.z;
     const int64_t r0 = bx * (swiglu ? MMA_BM / 2 : MMA_BM);
 
-    // Tile slot q (0..3) of warp v: fragment rows g (q even) or g + 8 (q odd) of m16 tile q / 2.
+    // Tile slot q (0..Q - 1) of warp v: fragment rows g (q even) or g + 8 (q odd) of m16 tile q / 2.
     auto slot_row = [&](int v, int q) -> int64_t { return swiglu ? r0 + v * 8 * MT + 8 * (q >> 1) : r0 + v * 16 * MT + 8 * q; };
 
     auto issue = [&](int64_t kb, int st) {
@@ -594,7 +594,7 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 #pragma unroll
             for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
 
-    // One k step: the two m16 tiles' fragments from pair(q, p) (slot q's columns 2p, 2p + 1 of the
+    // One k step: the warp's m16 tiles' fragments from pair(q, p) (slot q's columns 2p, 2p + 1 of the
     // step's 4 as a half2), then the NT token tiles' B words of 32-column group G, unit u.
     auto step = [&](auto pair, int G, int u, const uint8_t* act) {
         uint32_t a[MT][4];
