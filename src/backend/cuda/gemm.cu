@@ -84,13 +84,14 @@ GemmGeom gemm_geom(WeightFormat fmt, int64_t cols, bool aligned_starts) {
 }
 
 // One mma accumulator's four values into y ([n_tok][rows]; a split part: [n_tok][ystride]): c0, c1
-// are tokens n, n + 1 of row r_lo, c2, c3 the same tokens of row r_hi. SwiGLU: c0/c1 the gate and
-// c2/c3 the up sums of row r_lo, silu(g) * u stored (a split part keeps both: gate at r_lo, up at
-// rows + r_lo). Add: y += the sums. Rows and tokens past the ends are skipped.
-__device__ __forceinline__ void store_acc(float* y, int64_t rows, int n_tok, int64_t ystride, int out_mode,
-                                          bool partial, int64_t r_lo, int64_t r_hi, int n, const float* c) {
-    if (out_mode == static_cast<int>(MatOut::SwiGLU)) {
-        const int64_t r = r_lo;
+// are tokens n, n + 1 of row r_lo, c2, c3 the same tokens of row r_lo + 8. SwiGLU: c0/c1 the gate
+// and c2/c3 the up sums of row r_sw, silu(g) * u stored (a split part keeps both: gate at r_sw, up
+// at rows + r_sw). Add: y += the sums. Rows and tokens past the ends are skipped.
+__device__ __forceinline__ void store_acc(float* y, int64_t rows, int n_tok, int64_t ystride, bool swiglu,
+                                          bool partial, int out_mode, int64_t r_sw, int64_t r_lo, int n,
+                                          const float* c) {
+    if (swiglu) {
+        const int64_t r = r_sw;
         if (r >= rows) return;
         if (partial) {
             if (n < n_tok) {
@@ -105,19 +106,19 @@ __device__ __forceinline__ void store_acc(float* y, int64_t rows, int n_tok, int
         }
         if (n < n_tok) y[static_cast<int64_t>(n) * rows + r] = silu_mul_f(c[0], c[2]);
         if (n + 1 < n_tok) y[static_cast<int64_t>(n + 1) * rows + r] = silu_mul_f(c[1], c[3]);
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        const int64_t r = hh == 0 ? r_lo : r_hi;
-        if (r >= rows) continue;
+        for (int hh = 0; hh < 2; ++hh) {
+            const int64_t r = r_lo + 8 * hh;
+            if (r >= rows) continue;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            if (n + e >= n_tok) continue;
-            float* out = y + static_cast<int64_t>(n + e) * rows + r;
-            const float v = c[2 * hh + e];
-            if (out_mode == static_cast<int>(MatOut::Add)) *out += v;
-            else *out = v;
+            for (int e = 0; e < 2; ++e) {
+                if (n + e >= n_tok) continue;
+                float* out = y + static_cast<int64_t>(n + e) * rows + r;
+                const float v = c[2 * hh + e];
+                if (out_mode == static_cast<int>(MatOut::Add)) *out += v;
+                else *out = v;
+            }
         }
     }
 }
@@ -359,48 +360,15 @@ __global__ void __launch_bounds__(MMA_THREADS, 2)
         }
     }
 
-    // Epilogue: c0, c1 at (row g, tokens 2q, 2q + 1); c2, c3 at row g + 8. (store_acc does the
-    // same for kernel_gemm_small; written out here it keeps this kernel's code as it was measured:
-    // through store_acc pp512 lost 0.6%.)
+    // Epilogue: c0, c1 at (row g, tokens 2q, 2q + 1); c2, c3 at row g + 8.
     const int g = lane >> 2, q2 = (lane & 3) * 2;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            const float* c = acc[mt][nt];
-            const int n = t0 + wn0 + nt * 8 + q2;
             const int m = wm0 + mt * 16 + g;
-            if (swiglu) {
-                const int64_t r = r0 + (m >> 4) * 8 + (m & 7);
-                if (r >= rows) continue;
-                if (partial) {
-                    if (n < n_tok) {
-                        y[static_cast<int64_t>(n) * ystride + r] = c[0];
-                        y[static_cast<int64_t>(n) * ystride + rows + r] = c[2];
-                    }
-                    if (n + 1 < n_tok) {
-                        y[static_cast<int64_t>(n + 1) * ystride + r] = c[1];
-                        y[static_cast<int64_t>(n + 1) * ystride + rows + r] = c[3];
-                    }
-                    continue;
-                }
-                if (n < n_tok) y[static_cast<int64_t>(n) * rows + r] = silu_mul_f(c[0], c[2]);
-                if (n + 1 < n_tok) y[static_cast<int64_t>(n + 1) * rows + r] = silu_mul_f(c[1], c[3]);
-            } else {
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                    const int64_t r = r0 + m + 8 * hh;
-                    if (r >= rows) continue;
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        if (n + e >= n_tok) continue;
-                        float* out = y + static_cast<int64_t>(n + e) * rows + r;
-                        const float v = c[2 * hh + e];
-                        if (out_mode == static_cast<int>(MatOut::Add)) *out += v;
-                        else *out = v;
-                    }
-                }
-            }
+            store_acc(y, rows, n_tok, ystride, swiglu, partial, out_mode, r0 + (m >> 4) * 8 + (m & 7), r0 + m,
+                      t0 + wn0 + nt * 8 + q2, acc[mt][nt]);
         }
     }
 }
@@ -779,7 +747,7 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
             const int64_t r = swiglu ? r0 + warp * 8 * MT + 8 * mt + g : r0 + warp * 16 * MT + 16 * mt + g;
-            store_acc(y, rows, n_tok, ystride, out_mode, partial, r, r + 8, nt * 8 + 2 * c, acc[mt][nt]);
+            store_acc(y, rows, n_tok, ystride, swiglu, partial, out_mode, r, r, nt * 8 + 2 * c, acc[mt][nt]);
         }
     }
 }
