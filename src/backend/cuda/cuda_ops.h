@@ -23,6 +23,9 @@ namespace cuda {
 // ---- device memory helpers (throw JllmError on failure) ----
 int device_count();  // 0 when no device or no driver
 int device_sm_count();  // SMs of the current device (cached per device)
+// Blocks of `kernel` (a __global__ function's address) at `threads` threads and `smem` bytes of
+// dynamic shared memory per block that the current device holds at once, all SMs together (cached).
+int resident_blocks(const void* kernel, int threads, size_t smem = 0);
 void* dev_alloc(size_t bytes);
 void dev_free(void* p) noexcept;
 void dev_memset(void* p, int byte, size_t bytes);

@@ -18,9 +18,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -752,22 +749,6 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     }
 }
 
-
-// Blocks of a small-batch kernel the device holds at once (all SMs; cached per kernel, shared
-// memory and device).
-int small_resident(const void* kernel, size_t smem) {
-    int dev = 0;
-    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
-    static std::mutex mu;
-    static std::map<std::tuple<const void*, size_t, int>, int> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    const auto key = std::make_tuple(kernel, smem, dev);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-    int per_sm = 0;
-    JLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, SMALL_THREADS, smem));
-    return cache[key] = std::max(1, per_sm) * device_sm_count();
-}
-
 // The split-K parts of a small-batch grid: as gemm_split, in block columns, the waves counted in
 // the blocks the device holds at once.
 int small_split(int64_t blocks, int64_t n_kb, int64_t fits, int64_t resident) {
@@ -805,10 +786,10 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
             const size_t smem = stage_bytes * SMALL_STAGES;
             allow_dynamic_smem(kernel, smem);
             const int64_t n_kb = cols / 256;
-            const int split = work != nullptr
-                                  ? small_split(blocks, n_kb, static_cast<int64_t>(work_floats / per_split),
-                                                small_resident(reinterpret_cast<const void*>(kernel), smem))
-                                  : 1;
+            const int64_t resident =
+                std::max(1, resident_blocks(reinterpret_cast<const void*>(kernel), SMALL_THREADS, smem));
+            const int split =
+                work != nullptr ? small_split(blocks, n_kb, static_cast<int64_t>(work_floats / per_split), resident) : 1;
             if (split > 1) {
                 int64_t row_off = 0;
                 for (int s = 0; s < n_seg; ++s) {

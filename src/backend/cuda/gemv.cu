@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -912,21 +910,6 @@ constexpr int64_t TILED_MAX_WALK = 16;
 // half as far, while a warp keeps at least TILED_WIDE_MIN_WALK block columns.
 constexpr int TILED_WIDE_WARPS = 8;
 constexpr int64_t TILED_WIDE_MIN_WALK = 2;
-
-// Blocks of `kernel` at `threads` threads per block the current device holds at once (all SMs;
-// cached per kernel and device).
-int resident_blocks(const void* kernel, int threads) {
-    int dev = 0;
-    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
-    static std::mutex mu;
-    static std::map<std::pair<const void*, int>, int> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    const auto key = std::make_pair(kernel, dev);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-    int per_sm = 0;
-    JLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-    return cache[key] = per_sm * device_sm_count();
-}
 
 // n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout. yq (one
 // matrix): y also quantized to 8 bits there — by the product's blocks for one token's SwiGLU

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -56,6 +57,19 @@ int device_sm_count() {
     int sms = 0;
     JLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     return cache[dev] = sms;
+}
+
+int resident_blocks(const void* kernel, int threads, size_t smem) {
+    int dev = 0;
+    JLLM_CUDA_CHECK(cudaGetDevice(&dev));
+    static std::mutex mu;
+    static std::map<std::tuple<const void*, int, size_t, int>, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_tuple(kernel, threads, smem, dev);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    int per_sm = 0;
+    JLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    return cache[key] = per_sm * device_sm_count();
 }
 
 void* dev_alloc(size_t bytes) {
