@@ -399,11 +399,10 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         cuda::download(got.data(), y.p, got.size() * sizeof(float));
         const int64_t nr = std::min(CHECK_ROWS, shape.rows);
         std::vector<float> ref(static_cast<size_t>(n_tok * nr));
-        // The GEMM rounds weights and activations to fp16 (its twin does the same).
-        auto ref_fn = !gemm ? cuda::matmul_ref
-                            : cuda::gemm_takes_small(fmt, n_tok) ? cuda::gemm_small_ref : cuda::gemm_f16_ref;
-        ref_fn(type, host_w.data(), shape.swiglu ? host_w.data() : nullptr, nr, shape.cols, host_x.data(), n_tok,
-               ref.data(), mode);
+        // The GEMM rounds weights and activations to fp16; gemm_ref is the twin of the kernel it takes.
+        const uint8_t* w2_ref = shape.swiglu ? host_w.data() : nullptr;
+        if (gemm) cuda::gemm_ref(fmt, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
+        else cuda::matmul_ref(type, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
         double se = 0, sr = 0;
         bool finite = true;
         for (float v : got) finite = finite && std::isfinite(v);

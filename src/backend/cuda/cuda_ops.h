@@ -133,6 +133,10 @@ void gemm_small_ref(GgmlType type, const void* w, const void* w2, int64_t rows, 
 // fp64 sums.
 void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                   int n_tok, float* y, MatOut out);
+// Twin of launch_gemm(fmt, ...) as it runs n_tok tokens: gemm_small_ref where gemm_takes_small,
+// else gemm_f16_ref (w, w2: the file's rows; fmt only picks the kernel).
+void gemm_ref(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x, int n_tok,
+              float* y, MatOut out);
 float round_f16_sat(float v);  // the GEMM's input rounding: fp16, saturated at +-65504
 
 // ---- 8-bit activations: the input of the dp4a GEMV ----

@@ -401,16 +401,16 @@ constexpr int GEMM_TARGET_BLOCKS = 264;
 // A block's start (its first group staged with nothing to overlap), in column steps.
 constexpr int64_t GEMM_BLOCK_START_STEPS = 2;
 
-// The split-K parts for a grid of `blocks` blocks over `steps` column steps, at most `fits` (the
-// work buffer's room) and GEMM_MAX_SPLIT: the fewest that minimize waves x (steps per block +
-// a block's start), the waves counted in GEMM_TARGET_BLOCKS (two blocks per SM).
-int gemm_split(int64_t blocks, int64_t steps, int64_t fits) {
+// The split-K parts for a grid of `blocks` blocks over `steps` steps (column steps of a block), at
+// most `fits` (the work buffer's room) and GEMM_MAX_SPLIT: the fewest that minimize waves x (steps
+// per block + `start`, a block's start in steps), the waves counted in `wave` blocks.
+int gemm_split(int64_t blocks, int64_t steps, int64_t fits, int64_t wave, int64_t start) {
     const int64_t most = std::min<int64_t>({GEMM_MAX_SPLIT, steps, fits});
     int best = 1;
     int64_t best_cost = INT64_MAX;
     for (int64_t z = 1; z <= most; ++z) {
-        const int64_t waves = (blocks * z + GEMM_TARGET_BLOCKS - 1) / GEMM_TARGET_BLOCKS;
-        const int64_t cost = waves * ((steps + z - 1) / z + GEMM_BLOCK_START_STEPS);
+        const int64_t waves = (blocks * z + wave - 1) / wave;
+        const int64_t cost = waves * ((steps + z - 1) / z + start);
         if (cost < best_cost) best_cost = cost, best = static_cast<int>(z);
     }
     return best;
@@ -442,7 +442,8 @@ GemmPlan plan_grid(int64_t row_blocks, size_t per_split, int64_t cols, int n_tok
     const int64_t blocks = row_blocks * ((n_tok + plan.bn - 1) / plan.bn);
     // Split the column steps when the grid is small (few rows, few tokens).
     plan.split = blocks < GEMM_TARGET_BLOCKS
-                     ? gemm_split(blocks, (cols + MMA_BK - 1) / MMA_BK, static_cast<int64_t>(work_floats / per_split))
+                     ? gemm_split(blocks, (cols + MMA_BK - 1) / MMA_BK, static_cast<int64_t>(work_floats / per_split),
+                                  GEMM_TARGET_BLOCKS, GEMM_BLOCK_START_STEPS)
                      : 1;
     return plan;
 }
@@ -470,6 +471,7 @@ constexpr int SMALL_TILES = 16;  // weight tiles per block: 128 rows (SwiGLU: 64
 constexpr int SMALL_MT = 1;      // m16 tiles per warp
 constexpr int SMALL_THREADS = SMALL_TILES / (2 * SMALL_MT) * WARP;
 constexpr int SMALL_STAGES = 2;  // block columns in shared memory: one computed, one arriving
+constexpr int64_t SMALL_BLOCK_START = 1;  // a block's first stage, copied with nothing to overlap (block columns)
 constexpr int SMALL_ACT_PITCH = 544;  // bytes per token of a staged block column (512 + 32)
 
 // Byte offset of 8-byte unit u (0..7) of 32-column group G (0..7) of token t in a staged block
@@ -749,20 +751,6 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     }
 }
 
-// The split-K parts of a small-batch grid: as gemm_split, in block columns, the waves counted in
-// the blocks the device holds at once.
-int small_split(int64_t blocks, int64_t n_kb, int64_t fits, int64_t resident) {
-    const int64_t most = std::min<int64_t>({GEMM_MAX_SPLIT, n_kb, fits});
-    int best = 1;
-    int64_t best_cost = INT64_MAX;
-    for (int64_t z = 1; z <= most; ++z) {
-        const int64_t waves = (blocks * z + resident - 1) / resident;
-        const int64_t cost = waves * ((n_kb + z - 1) / z + 1);
-        if (cost < best_cost) best_cost = cost, best = static_cast<int>(z);
-    }
-    return best;
-}
-
 // The small-batch product of n_seg segments (segs: weights, outputs, rows; block_end unset) or a
 // SwiGLU product (one segment, w2 its up matrix): the grid, split parts in work, the reductions.
 void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w2, int64_t cols, const uint16_t* x,
@@ -789,7 +777,8 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
             const int64_t resident =
                 std::max(1, resident_blocks(reinterpret_cast<const void*>(kernel), SMALL_THREADS, smem));
             const int split =
-                work != nullptr ? small_split(blocks, n_kb, static_cast<int64_t>(work_floats / per_split), resident) : 1;
+                work != nullptr ? gemm_split(blocks, n_kb, static_cast<int64_t>(work_floats / per_split), resident, SMALL_BLOCK_START)
+                                : 1;
             if (split > 1) {
                 int64_t row_off = 0;
                 for (int s = 0; s < n_seg; ++s) {

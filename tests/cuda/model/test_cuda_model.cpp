@@ -395,12 +395,10 @@ public:
                 xq.assign(cuda::act_q8_bytes(n_tok, t.cols), 0);
                 cuda::quantize_act_ref(in, n_tok, t.cols, xq.data());
                 cuda::gemv_q8_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, xq.data(), n_tok, out, mode);
-            } else if (cuda::tiles_fit(t.type, t.rows, t.cols) &&
-                       cuda::gemm_takes_small(cuda::WeightFormat(t.type, cuda::WeightLayout::Tiles), n_tok)) {
-                // the small-batch GEMM on the copied (tiled) matrix: its half2-formed weights
-                cuda::gemm_small_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
-            } else {  // the tensor-core GEMM: fp16-rounded weights and activations
-                cuda::gemm_f16_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
+            } else {  // the tensor-core GEMM on the copied matrices (tiled where they fit)
+                const cuda::WeightFormat fmt(t.type, cuda::tiles_fit(t.type, t.rows, t.cols) ? cuda::WeightLayout::Tiles
+                                                                                             : cuda::WeightLayout::Rows);
+                cuda::gemm_ref(fmt, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
             }
         };
         for (int il = 0; il < c_.n_layer; ++il) {

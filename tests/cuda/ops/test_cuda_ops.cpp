@@ -106,8 +106,11 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     // Reference: g = W x and u = W2 x separately (for the bound), then the epilogue. The GEMM
     // multiplies fp16-rounded weights and activations (its twin rounds the same way).
     const cuda::WeightFormat fmt(c.type, c.layout);
-    // The small-batch GEMM forms its weights in half2 arithmetic (gemm_small_ref).
-    auto ref_fn = !c.gemm ? cuda::matmul_ref : cuda::gemm_takes_small(fmt, c.n_tok) ? cuda::gemm_small_ref : cuda::gemm_f16_ref;
+    // (The small-batch GEMM forms its weights in half2 arithmetic: gemm_ref picks its twin.)
+    auto ref_fn = [&](const std::vector<uint8_t>& m, const uint8_t* m2, float* out, MatOut o) {
+        if (c.gemm) cuda::gemm_ref(fmt, m.data(), m2, c.rows, c.cols, x.data(), c.n_tok, out, o);
+        else cuda::matmul_ref(c.type, m.data(), m2, c.rows, c.cols, x.data(), c.n_tok, out, o);
+    };
     auto rnd = [&](std::vector<float> v) {
         if (c.gemm) {
             for (float& e : v) e = cuda::round_f16_sat(e);
@@ -115,8 +118,8 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
         return v;
     };
     std::vector<float> g(ny), u(ny), mag_g(ny), mag_u(ny);
-    ref_fn(c.type, w.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, g.data(), MatOut::Store);
-    ref_fn(c.type, w2.data(), nullptr, c.rows, c.cols, x.data(), c.n_tok, u.data(), MatOut::Store);
+    ref_fn(w, nullptr, g.data(), MatOut::Store);
+    ref_fn(w2, nullptr, u.data(), MatOut::Store);
     const size_t rb = row_size(c.type, c.cols);
     const std::vector<float> xb = rnd(x);
     for (int64_t r = 0; r < c.rows; ++r) {
@@ -133,7 +136,7 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
         }
     }
     std::vector<float> ref = y0;
-    ref_fn(c.type, w.data(), w2.data(), c.rows, c.cols, x.data(), c.n_tok, ref.data(), c.out);
+    ref_fn(w, w2.data(), ref.data(), c.out);
 
     DevBuf<uint8_t> dw(device_bytes(c.type, c.layout, w, c.rows, c.cols));
     DevBuf<uint8_t> dw2(device_bytes(c.type, c.layout, w2, c.rows, c.cols));
@@ -428,9 +431,8 @@ TEST(CudaOps, GemmMultiSegments) {
         for (int s = 0; s < n_seg; ++s) {
             const int64_t rows = c.rows[s];
             std::vector<float> ref(static_cast<size_t>(rows) * c.n_tok);
-            auto ref_fn = cuda::gemm_takes_small(cuda::WeightFormat(c.type, c.layout), c.n_tok) ? cuda::gemm_small_ref
-                                                                                                : cuda::gemm_f16_ref;
-            ref_fn(c.type, w[s].data(), nullptr, rows, c.cols, x.data(), c.n_tok, ref.data(), MatOut::Store);
+            cuda::gemm_ref(cuda::WeightFormat(c.type, c.layout), w[s].data(), nullptr, rows, c.cols, x.data(), c.n_tok,
+                           ref.data(), MatOut::Store);
             const std::vector<float> got = dy[static_cast<size_t>(s)]->download();
             int bad = 0;
             for (int64_t r = 0; r < rows; ++r) {
