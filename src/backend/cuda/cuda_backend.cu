@@ -664,8 +664,19 @@ void CudaBackend::qkv_groups(const DevLayer& L, F&& f) {
 }
 
 void CudaBackend::qkv_q8(const DevLayer& L, int n) {
+    // One launch where the kernel takes the three formats (every layer of Q4_K_M's on tiles, V in
+    // Q6_K or not), else runs of one format.
+    const cuda::WeightFormat fmt[3] = {L.wq.fmt(), L.wk.fmt(), L.wv.fmt()};
+    if (L.wk.cols == L.wq.cols && L.wv.cols == L.wq.cols && cuda::gemv_q8_multi_takes(fmt, 3)) {
+        const void* w[3] = {L.wq.data, L.wk.data, L.wv.data};
+        const int64_t rows[3] = {L.wq.rows, L.wk.rows, L.wv.rows};
+        float* y[3] = {q_, k_, v_};
+        cuda::launch_gemv_q8_multi(fmt, 3, w, rows, y, L.wq.cols, xq_, n, stream_);
+        return;
+    }
     qkv_groups(L, [&](const DevWeight& w0, int n_seg, const void* const* w, const int64_t* rows, float* const* y) {
-        cuda::launch_gemv_q8_multi(w0.fmt(), n_seg, w, rows, y, w0.cols, xq_, n, stream_);
+        const cuda::WeightFormat f[3] = {w0.fmt(), w0.fmt(), w0.fmt()};
+        cuda::launch_gemv_q8_multi(f, n_seg, w, rows, y, w0.cols, xq_, n, stream_);
     });
 }
 

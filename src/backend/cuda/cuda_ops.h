@@ -162,11 +162,13 @@ bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2
 // SwiGLU on tiled weights, else by launch_quantize_act after it.
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr);
-// Up to GEMV_Q8_MAX_SEG matrices of one type, layout and width sharing the input (Q, K, V) in
-// one launch: y_i = W_i x (Store).
+// Up to GEMV_Q8_MAX_SEG matrices of one width sharing the input (Q, K, V) in one launch:
+// y_i = W_i x (Store). fmt: each matrix's format, all one (gemv_q8_multi_takes), or on the tiled
+// layout Q4_K matrices and a last one of Q6_K (Q4_K_M's Q, K and V where V has more bits).
 constexpr int GEMV_Q8_MAX_SEG = 3;
-void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
-                          int64_t cols, const void* xq, int n_tok, void* stream);
+bool gemv_q8_multi_takes(const WeightFormat* fmt, int n_seg);
+void launch_gemv_q8_multi(const WeightFormat* fmt, int n_seg, const void* const* w, const int64_t* rows,
+                          float* const* y, int64_t cols, const void* xq, int n_tok, void* stream);
 // Twin: dequantized weights (quant_ref) times the dequantized activations (d * q), fp64 sums.
 void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                  int n_tok, float* y, MatOut out);

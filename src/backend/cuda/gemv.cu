@@ -569,12 +569,55 @@ __device__ __forceinline__ void tiled_load(TileLane<T> (&lt)[U][M][2], const uin
     }
 }
 
+// Group g's block columns kp, kp + ks, .. of w (SwiGLU: and a.w2) into acc (one lane's rows i0,
+// i0 + 4 and piece p), U tiles per batch, PF as above.
+template <GgmlType T, int NT, int U, int M, bool PF>
+__device__ __forceinline__ void tiled_walk(float (&acc)[M][2][NT], const uint8_t* w, const TiledArgs& a, int64_t g,
+                                           int64_t nb, int kp, int ks, int i0, int p) {
+    using L = TileLane<T>;
+    const int64_t cols = nb * 256, n_chunks = cols / 32;
+    // PF: the next batch's loads (into nxt) before this batch's arithmetic, in the source (the
+    // SASS has them after it; see the comment above tiled_batch's batches).
+    L nxt[PF ? U : 1][M][2];
+    if constexpr (PF) tiled_load<T, U, M>(nxt, w, a, g, kp, ks, i0, p);
+    for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
+        L lt[U][M][2];
+        if constexpr (PF) {
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int m = 0; m < M; ++m) lt[u][m][0] = nxt[u][m][0], lt[u][m][1] = nxt[u][m][1];
+            if (b0 + static_cast<int64_t>(U) * ks < nb) tiled_load<T, U, M>(nxt, w, a, g, b0 + U * ks, ks, i0, p);
+        } else {
+            tiled_load<T, U, M>(lt, w, a, g, b0, ks, i0, p);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t b = b0 + static_cast<int64_t>(u) * ks;
+            if (b >= nb) continue;
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                const int64_t c = b * 256 + L::col(p);
+                const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
+                const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
+                const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
+                const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
+#pragma unroll
+                for (int m = 0; m < M; ++m) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
+                }
+            }
+        }
+    }
+}
+
 // W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block, or (QO)
 // GEMV_Q8_WARPS x ks for four groups per block (gemv_q8_tiled). QO: the block's 32 rows of y are
 // also quantized to one 8-bit block per token (as kernel_quantize_act: the same bits).
-template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS, bool QO = false>
+template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS, bool QO = false, GgmlType T2 = T,
+          int U2 = U, bool PF2 = PF>
 __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
-    using L = TileLane<T>;
     constexpr int M = SW ? 2 : 1;  // matrices read
     __shared__ float part[W][M][TILE_ROWS][NT];
     const int ks = a.ks;
@@ -596,40 +639,11 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[m][0][t] = acc[m][1][t] = 0.0f;
     if (gg < groups) {
-        const int64_t cols = nb * 256, n_chunks = cols / 32;
-        // PF: the next batch's loads (into nxt) before this batch's arithmetic, in the source (the
-        // SASS has them after it; see the comment above tiled_batch's batches).
-        L nxt[PF ? U : 1][M][2];
-        if constexpr (PF) tiled_load<T, U, M>(nxt, w, a, g, kp, ks, i0, p);
-        for (int64_t b0 = kp; b0 < nb; b0 += static_cast<int64_t>(U) * ks) {
-            L lt[U][M][2];
-            if constexpr (PF) {
-#pragma unroll
-                for (int u = 0; u < U; ++u)
-#pragma unroll
-                    for (int m = 0; m < M; ++m) lt[u][m][0] = nxt[u][m][0], lt[u][m][1] = nxt[u][m][1];
-                if (b0 + static_cast<int64_t>(U) * ks < nb) tiled_load<T, U, M>(nxt, w, a, g, b0 + U * ks, ks, i0, p);
-            } else {
-                tiled_load<T, U, M>(lt, w, a, g, b0, ks, i0, p);
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int64_t b = b0 + static_cast<int64_t>(u) * ks;
-                if (b >= nb) continue;
-#pragma unroll
-                for (int t = 0; t < NT; ++t) {
-                    const int64_t c = b * 256 + L::col(p);
-                    const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
-                    const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
-                    const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
-                    const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
-#pragma unroll
-                    for (int m = 0; m < M; ++m) {
-#pragma unroll
-                        for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
-                    }
-                }
-            }
+        if constexpr (T2 != T) {  // the last segment is of type T2 (warp-uniform)
+            if (gg >= (e1 < groups ? e1 : e0)) tiled_walk<T2, NT, U2, M, PF2>(acc, w, a, g, nb, kp, ks, i0, p);
+            else tiled_walk<T, NT, U, M, PF>(acc, w, a, g, nb, kp, ks, i0, p);
+        } else {
+            tiled_walk<T, NT, U, M, PF>(acc, w, a, g, nb, kp, ks, i0, p);
         }
     }
 #pragma unroll
@@ -911,18 +925,29 @@ constexpr int64_t TILED_MAX_WALK = 16;
 constexpr int TILED_WIDE_WARPS = 8;
 constexpr int64_t TILED_WIDE_MIN_WALK = 2;
 
-// n_seg matrices (Store), or one (Store, Add, SwiGLU with w2), on the tiled layout. yq (one
-// matrix): y also quantized to 8 bits there — by the product's blocks for one token's SwiGLU
-// (four 8-row groups per block: blocks of GEMV_Q8_WARPS x ks warps), else by kernel_quantize_act
-// after it.
-void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
-                   const void* xq, int n_tok, float* const* y, MatOut out, void* yq, void* stream) {
+// Segment types a launch of the tiled GEMV takes: one type, or Q4_K segments and a last one of
+// Q6_K (Q4_K_M's Q, K and V where V has more bits).
+bool tiled_types_mix(const GgmlType* types, int n_seg) {
+    int i = 1;
+    while (i < n_seg && types[i] == types[0]) ++i;
+    return i == n_seg || (i == n_seg - 1 && types[0] == GgmlType::Q4_K && types[i] == GgmlType::Q6_K);
+}
+
+// n_seg matrices (Store; types: tiled_types_mix), or one (Store, Add, SwiGLU with w2), on the
+// tiled layout. yq (one matrix): y also quantized to 8 bits there — by the product's blocks for
+// one token's SwiGLU (four 8-row groups per block: blocks of GEMV_Q8_WARPS x ks warps), else by
+// kernel_quantize_act after it.
+void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const void* w2, const int64_t* rows,
+                   int64_t cols, const void* xq, int n_tok, float* const* y, MatOut out, void* yq, void* stream) {
     JLLM_ASSERT(n_seg == 1 || out == MatOut::Store);
+    JLLM_ASSERT(tiled_types_mix(types, n_seg));
+    const GgmlType type = types[0];
+    const bool mixed = types[n_seg - 1] != type;  // the last segment Q6_K, the others Q4_K
     TiledArgs a{};
     int64_t groups = 0;
     for (int i = 0; i < GEMV_Q8_MAX_SEG; ++i) {
         if (i < n_seg) {
-            JLLM_ASSERT(tiles_fit(type, rows[i], cols));
+            JLLM_ASSERT(tiles_fit(types[i], rows[i], cols));
             groups += rows[i] / TILE_ROWS;
             a.w[i] = static_cast<const uint8_t*>(w[i]);
             a.y[i] = y[i];
@@ -985,6 +1010,15 @@ void gemv_q8_tiled(GgmlType type, int n_seg, const void* const* w, const void* w
             auto go = [&](auto nt) {
                 constexpr int NT = decltype(nt)::value;
                 constexpr TiledBatch TB = tiled_batch<T, NT, SW, SHARED>();
+                if constexpr (T == GgmlType::Q4_K && !SW) {
+                    if (mixed) {
+                        constexpr TiledBatch TB2 = tiled_batch<GgmlType::Q6_K, NT, SW, SHARED>();
+                        launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf, GEMV_Q8_WARPS, false, GgmlType::Q6_K,
+                                                    TB2.u, TB2.pf>,
+                               GEMV_Q8_WARPS);
+                        return;
+                    }
+                }
                 launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf>, GEMV_Q8_WARPS);
             };
             switch (n_tok) {
@@ -1010,7 +1044,7 @@ void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t row
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
     JLLM_ASSERT(yq == nullptr || (rows % 32 == 0 && yq != xq));
     if (fmt.tiled()) {
-        gemv_q8_tiled(fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, yq, stream);
+        gemv_q8_tiled(&fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, yq, stream);
         return;
     }
     const GgmlType type = fmt.type;
@@ -1023,15 +1057,31 @@ void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t row
     if (yq != nullptr) launch_quantize_act(y, n_tok, rows, yq, stream);
 }
 
-void launch_gemv_q8_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
-                          int64_t cols, const void* xq, int n_tok, void* stream) {
-    JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMV_Q8_MAX_SEG);
+bool gemv_q8_multi_takes(const WeightFormat* fmt, int n_seg) {
+    if (n_seg < 1 || n_seg > GEMV_Q8_MAX_SEG) return false;
+    GgmlType types[GEMV_Q8_MAX_SEG];
+    for (int i = 0; i < n_seg; ++i) {
+        if (fmt[i].layout != fmt[0].layout) return false;
+        types[i] = fmt[i].type;
+    }
+    if (fmt[0].tiled()) return tiled_types_mix(types, n_seg);
+    for (int i = 1; i < n_seg; ++i) {
+        if (types[i] != types[0]) return false;
+    }
+    return true;
+}
+
+void launch_gemv_q8_multi(const WeightFormat* fmt, int n_seg, const void* const* w, const int64_t* rows,
+                          float* const* y, int64_t cols, const void* xq, int n_tok, void* stream) {
+    JLLM_ASSERT(gemv_q8_multi_takes(fmt, n_seg));
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0);
-    if (fmt.tiled()) {
-        gemv_q8_tiled(fmt.type, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, nullptr, stream);
+    if (fmt[0].tiled()) {
+        GgmlType types[GEMV_Q8_MAX_SEG];
+        for (int i = 0; i < n_seg; ++i) types[i] = fmt[i].type;
+        gemv_q8_tiled(types, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, nullptr, stream);
         return;
     }
-    const GgmlType type = fmt.type;
+    const GgmlType type = fmt[0].type;
     GemvQ8Args a = gemv_q8_args(type, cols, xq, n_tok, MatOut::Store);
     int64_t end = 0;
     for (int i = 0; i < GEMV_Q8_MAX_SEG; ++i) {

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -755,12 +756,15 @@ TEST(CudaOps, RmsNormQuantized) {
 // GEMV on 8-bit activations vs its twin (quant_ref weights x dequantized activations, fp64):
 // |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 as for the fp32 GEMV. quantize_out (one matrix):
 // y's 8-bit copy too, which must be launch_quantize_act's of the y written, bit for bit.
+// last_type: the last segment's type where it differs (one launch of mixed types).
 void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t cols, int n_tok, MatOut out,
                       std::mt19937& rng, cuda::WeightLayout layout = cuda::WeightLayout::Rows,
-                      bool quantize_out = false) {
-    SCOPED_TRACE(std::string(type_name(type)) + " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok) +
+                      bool quantize_out = false, std::optional<GgmlType> last_type = std::nullopt) {
+    SCOPED_TRACE(std::string(type_name(type)) + (last_type ? std::string("+") + type_name(*last_type) : "") +
+                 " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok) +
                  " segs=" + std::to_string(n_seg) + " out=" + std::to_string(static_cast<int>(out)) +
                  (layout == cuda::WeightLayout::Tiles ? " tiles" : "") + (quantize_out ? " 8-bit out" : ""));
+    auto seg_type = [&](int sgi) { return last_type && sgi == n_seg - 1 ? *last_type : type; };
     std::vector<float> x;
     for (int t = 0; t < n_tok; ++t) {
         const std::vector<float> xt = random_activations(cols, rng);
@@ -790,14 +794,16 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
     }
     for (int sgi = 0; sgi < n_seg; ++sgi) {
         const int64_t rows = seg_rows[sgi];
-        ws.push_back(random_matrix(type, rows, cols, rng));
+        const GgmlType st = seg_type(sgi);
+        const size_t srb = row_size(st, cols);
+        ws.push_back(random_matrix(st, rows, cols, rng));
         const size_t ny = static_cast<size_t>(rows) * n_tok;
         std::vector<float> y0 = out == MatOut::Add ? randn(ny, rng) : std::vector<float>(ny, 0.0f);
         std::vector<float> ref = y0, mag(ny);
-        cuda::gemv_q8_ref(type, ws.back().data(), w2.empty() ? nullptr : w2.data(), rows, cols, xq.data(), n_tok,
+        cuda::gemv_q8_ref(st, ws.back().data(), w2.empty() ? nullptr : w2.data(), rows, cols, xq.data(), n_tok,
                           ref.data(), out);
         for (int64_t r = 0; r < rows; ++r) {
-            const std::vector<float> wr = dequantize(type, ws.back().data() + r * rb, cols);
+            const std::vector<float> wr = dequantize(st, ws.back().data() + r * srb, cols);
             std::vector<float> wr2;
             if (out == MatOut::SwiGLU) wr2 = dequantize(type, w2.data() + r * rb, cols);
             for (int t = 0; t < n_tok; ++t) {
@@ -817,7 +823,7 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
                 mag[t * rows + r] = static_cast<float>(m);
             }
         }
-        dws.push_back(std::make_unique<DevBuf<uint8_t>>(device_bytes(type, layout, ws.back(), rows, cols)));
+        dws.push_back(std::make_unique<DevBuf<uint8_t>>(device_bytes(st, layout, ws.back(), rows, cols)));
         dys.push_back(std::make_unique<DevBuf<float>>(ny));
         if (out == MatOut::Add) dys.back()->upload(y0);
         else dys.back()->poison();
@@ -834,7 +840,9 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
                              nullptr, quantize_out ? dyq.get() : nullptr);
     } else {
         ASSERT_FALSE(quantize_out);
-        cuda::launch_gemv_q8_multi(fmt, n_seg, wp, seg_rows, yp, cols, dxq.get(), n_tok, nullptr);
+        const cuda::WeightFormat fmts[3] = {{seg_type(0), layout}, {seg_type(1), layout}, {seg_type(2), layout}};
+        ASSERT_TRUE(cuda::gemv_q8_multi_takes(fmts, n_seg));
+        cuda::launch_gemv_q8_multi(fmts, n_seg, wp, seg_rows, yp, cols, dxq.get(), n_tok, nullptr);
     }
     for (int sgi = 0; sgi < n_seg; ++sgi) {
         const std::vector<float> got = dys[static_cast<size_t>(sgi)]->download();
@@ -931,6 +939,24 @@ TEST(CudaOps, GemvQ8Tiles) {
     for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
         for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T);
     }
+    // Q4_K segments then a Q6_K one in one launch (Q4_K_M's Q/K/V where V has more bits), 1..4
+    // tokens; the other orders and the file's rows are not taken.
+    const Case mixed[] = {
+        {3, {4096, 1024, 1024}, 2560, 1, MatOut::Store},  // qwen3-4b
+        {3, {64, 16, 8}, 1280, 3, MatOut::Store},
+        {2, {8, 40}, 512, 4, MatOut::Store},
+        {2, {16, 24}, 9728, 2, MatOut::Store},
+    };
+    for (const Case& c : mixed) {
+        run_gemv_q8_case(GgmlType::Q4_K, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, false, GgmlType::Q6_K);
+    }
+    const cuda::WeightFormat q4{GgmlType::Q4_K, T}, q6{GgmlType::Q6_K, T};
+    const cuda::WeightFormat ok[3] = {q4, q4, q6}, back[3] = {q6, q6, q4}, between[3] = {q4, q6, q4},
+                             rows[3] = {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K};
+    EXPECT_TRUE(cuda::gemv_q8_multi_takes(ok, 3));
+    EXPECT_FALSE(cuda::gemv_q8_multi_takes(back, 3));
+    EXPECT_FALSE(cuda::gemv_q8_multi_takes(between, 3));
+    EXPECT_FALSE(cuda::gemv_q8_multi_takes(rows, 3));
     // The 8-bit copy of y: by the SwiGLU product itself for one token where its grid is one wave
     // (four groups per block; on the H200: 256 columns x 128 rows at one warp per group, 512 x 256
     // at two, 1,024 x 3,072 as qwen3-0.6b and 9,728 x 64 at four), else by the quantization kernel
