@@ -37,5 +37,8 @@ void cuda_backend_forward_topk(Backend& backend, int32_t token, int pos, int k, 
 // The CUDA graphs the backend holds now (decode steps and other forwards; 0 with graphs off):
 // lets tests check that a path ran as graphs.
 int cuda_backend_graph_count(const Backend& backend);
+// Rows of a decode step's logits copied to the host while the GPU computes the rest (0: one copy
+// after the whole product): lets tests check that the two-copy path ran.
+int64_t cuda_backend_logits_head(const Backend& backend);
 
 }  // namespace jllm

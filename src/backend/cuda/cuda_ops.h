@@ -162,6 +162,10 @@ bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2
 // SwiGLU on tiled weights, else by launch_quantize_act after it.
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr);
+// Rows r (a multiple of 256, near `want`) such that launch_gemv_q8 (one token, Store) of rows
+// [0, r) and then of [r, rows) gives each row the bits one launch of all rows would; 0 where
+// the kernel would differ (only the tiled layout is split).
+int64_t gemv_q8_split_rows(WeightFormat fmt, int64_t rows, int64_t cols, int64_t want);
 // Up to GEMV_Q8_MAX_SEG matrices of one width sharing the input (Q, K, V) in one launch:
 // y_i = W_i x (Store). fmt: each matrix's format, all one (gemv_q8_multi_takes), or on the tiled
 // layout Q4_K matrices and a last one of Q6_K (Q4_K_M's Q, K and V where V has more bits).

@@ -925,6 +925,18 @@ constexpr int64_t TILED_MAX_WALK = 16;
 constexpr int TILED_WIDE_WARPS = 8;
 constexpr int64_t TILED_WIDE_MIN_WALK = 2;
 
+// Warps per 8-row group of the tiled GEMV (ks) for `groups` groups of nb block columns: more
+// while the matrices have few groups or a warp would walk more than TILED_MAX_WALK block columns
+// (65536 x 8192 Q6_K: 85.6% -> 90.3% of copy), while a warp keeps 2; TILED_WIDE_WARPS (one group
+// per block) where `may_widen` (one token, one matrix, no SwiGLU) and the groups are few.
+int tiled_ks(int64_t groups, int64_t nb, bool may_widen) {
+    int ks = 1;
+    while (ks < GEMV_Q8_WARPS && nb >= 2 * ks && (groups * ks < TILED_TASKS || nb > TILED_MAX_WALK * ks)) ks *= 2;
+    const bool wide = may_widen && ks == GEMV_Q8_WARPS && groups * ks < TILED_TASKS &&
+                      nb >= TILED_WIDE_MIN_WALK * TILED_WIDE_WARPS;
+    return wide ? TILED_WIDE_WARPS : ks;
+}
+
 // Segment types a launch of the tiled GEMV takes: one type, or Q4_K segments and a last one of
 // Q6_K (Q4_K_M's Q, K and V where V has more bits).
 bool tiled_types_mix(const GgmlType* types, int n_seg) {
@@ -959,16 +971,9 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
     a.xq = static_cast<const int8_t*>(xq);
     a.xs = reinterpret_cast<const float4*>(static_cast<const uint8_t*>(xq) + act_q8_scales_at(n_tok, cols));
     a.out_mode = static_cast<int>(out);
-    // Warps per 8-row group: more while the matrices have few groups or a warp would walk more than
-    // TILED_MAX_WALK block columns (65536 x 8192 Q6_K: 85.6% -> 90.3% of copy), while a warp keeps 2.
-    a.ks = 1;
-    while (a.ks < GEMV_Q8_WARPS && a.nb >= 2 * a.ks && (groups * a.ks < TILED_TASKS || a.nb > TILED_MAX_WALK * a.ks)) {
-        a.ks *= 2;
-    }
     const bool sw = out == MatOut::SwiGLU;
-    const bool wide = n_seg == 1 && n_tok == 1 && !sw && a.ks == GEMV_Q8_WARPS &&
-                      groups * a.ks < TILED_TASKS && a.nb >= TILED_WIDE_MIN_WALK * TILED_WIDE_WARPS;
-    if (wide) a.ks = TILED_WIDE_WARPS;
+    a.ks = tiled_ks(groups, a.nb, n_seg == 1 && n_tok == 1 && !sw);
+    const bool wide = a.ks == TILED_WIDE_WARPS;
     bool quantize = yq != nullptr && n_seg == 1 && n_tok == 1 && sw && !wide && groups % 4 == 0;
     if (yq != nullptr) {
         JLLM_ASSERT(n_seg == 1);
@@ -1055,6 +1060,16 @@ void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t row
     a.w2 = static_cast<const uint8_t*>(w2);
     gemv_q8_dispatch(type, a, rows, n_tok, stream);
     if (yq != nullptr) launch_quantize_act(y, n_tok, rows, yq, stream);
+}
+
+int64_t gemv_q8_split_rows(WeightFormat fmt, int64_t rows, int64_t cols, int64_t want) {
+    // The same kernel and warps per group for both parts as for the whole: each row's sum the same.
+    if (!fmt.tiled() || want <= 0 || want >= rows || !tiles_fit(fmt.type, rows, cols)) return 0;
+    const int64_t head = want / 256 * 256, nb = cols / 256, groups = rows / TILE_ROWS;
+    if (head == 0 || head == rows) return 0;
+    const int ks = tiled_ks(groups, nb, true);
+    if (tiled_ks(head / TILE_ROWS, nb, true) != ks || tiled_ks(groups - head / TILE_ROWS, nb, true) != ks) return 0;
+    return head;
 }
 
 bool gemv_q8_multi_takes(const WeightFormat* fmt, int n_seg) {

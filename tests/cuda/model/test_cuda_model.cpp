@@ -89,7 +89,8 @@ void add_vector(GgufWriter& w, const std::string& name, int64_t n, float mean, f
     w.add_tensor(name, GgmlType::F32, {n}, std::move(b));
 }
 
-std::unique_ptr<TinyModel> make_model(const std::string& arch, uint32_t seed, bool f16_weights = false) {
+std::unique_ptr<TinyModel> make_model(const std::string& arch, uint32_t seed, bool f16_weights = false,
+                                      int64_t n_vocab = N_VOCAB) {
     std::mt19937 rng(seed);
     g_f16_weights = f16_weights;
     GgufWriter w;
@@ -108,9 +109,9 @@ std::unique_ptr<TinyModel> make_model(const std::string& arch, uint32_t seed, bo
     w.set_f32(p + "rope.freq_base", arch == "llama" ? 10000.0f : 1000000.0f);
     const bool qwen3 = arch == "qwen3", qwen2 = arch == "qwen2";
     const GgmlType emb_type = arch == "llama" ? GgmlType::Q8_0 : GgmlType::Q4_K;
-    add_matrix(w, "token_embd.weight", emb_type, N_EMBD, N_VOCAB, 1.0f, rng);
+    add_matrix(w, "token_embd.weight", emb_type, N_EMBD, n_vocab, 1.0f, rng);
     add_vector(w, "output_norm.weight", N_EMBD, 1.0f, 0.1f, rng);
-    if (!qwen3) add_matrix(w, "output.weight", GgmlType::Q6_K, N_EMBD, N_VOCAB, 0.08f, rng);  // qwen3: tied
+    if (!qwen3) add_matrix(w, "output.weight", GgmlType::Q6_K, N_EMBD, n_vocab, 0.08f, rng);  // qwen3: tied
     const int64_t Q = N_HEAD * HEAD_DIM, KV = N_HEAD_KV * HEAD_DIM;
     const float s_in = 1.0f / std::sqrt(static_cast<float>(N_EMBD)), s_ff = 1.0f / std::sqrt(static_cast<float>(N_FF));
     for (int il = 0; il < N_LAYER; ++il) {
@@ -601,6 +602,36 @@ TEST(CudaModel, GraphRunsMatchDirectLaunches) {
     EXPECT_EQ(a.ids, d.ids);
     EXPECT_EQ(a.vals, d.vals);
     EXPECT_EQ(a.kv.bytes, d.kv.bytes);
+}
+
+// A decode step's logits reach the host in two copies where the vocabulary is large (the first
+// three quarters while the GPU computes the rest): every row as the same steps launched kernel by
+// kernel (one product, one copy), bit for bit, pinned or not.
+TEST(CudaModel, DecodeLogitsInTwoCopies) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 31, false, 65536);
+    const int64_t V = m->config.n_vocab;
+    constexpr int n_ctx = 64, n_steps = 6;
+    const std::vector<int32_t> tokens = random_tokens(V, n_ctx, 5);
+    auto run = [&](Backend& b, bool pin) {
+        std::vector<float> buf(static_cast<size_t>(V), NAN), out;
+        if (pin) b.pin_host_buffer(buf.data(), buf.size() * sizeof(float));
+        b.forward(tokens.data(), 8, 0, LogitsMode::None, nullptr);
+        for (int i = 0; i < n_steps; ++i) {
+            b.forward(&tokens[static_cast<size_t>(8 + i)], 1, 8 + i, LogitsMode::Last, buf.data());
+            out.insert(out.end(), buf.begin(), buf.end());
+        }
+        return out;
+    };
+    auto with = graph_test_backend(*m, n_ctx, 8, true), without = graph_test_backend(*m, n_ctx, 8, false);
+    EXPECT_EQ(cuda_backend_logits_head(*with), 49152);
+    const std::vector<float> a = run(*with, true), d = run(*without, false);
+    auto with2 = graph_test_backend(*m, n_ctx, 8, true);
+    const std::vector<float> a2 = run(*with2, false);
+    ASSERT_EQ(a.size(), d.size());
+    EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); }));
+    EXPECT_EQ(0, std::memcmp(a.data(), d.data(), a.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(a2.data(), d.data(), a2.size() * sizeof(float)));
 }
 
 // Decode graphs are keyed by split count and tail (logits, argmax, top-k with k rounded up to a

@@ -975,6 +975,37 @@ TEST(CudaOps, GemvQ8Tiles) {
     }
 }
 
+// gemv_q8_split_rows: the rows of a tiled product launched in two parts give the bits of one
+// launch where the split is offered, and no split is offered where the parts' kernels differ.
+TEST(CudaOps, GemvQ8SplitRows) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(77);
+    for (GgmlType type : {GgmlType::Q6_K, GgmlType::Q4_K}) {
+        const cuda::WeightFormat fmt(type, cuda::WeightLayout::Tiles);
+        const int64_t rows = 65536, cols = 512;
+        const int64_t head = cuda::gemv_q8_split_rows(fmt, rows, cols, rows * 3 / 4);
+        ASSERT_EQ(head, 49152);
+        EXPECT_EQ(cuda::gemv_q8_split_rows(fmt, 20480, 2560, 15360), 0);  // the parts take other warps per group
+        EXPECT_EQ(cuda::gemv_q8_split_rows(cuda::WeightFormat(type), rows, cols, head), 0);  // the file's rows
+        const std::vector<uint8_t> w = random_matrix(type, rows, cols, rng);
+        DevBuf<uint8_t> dw(device_bytes(type, fmt.layout, w, rows, cols));
+        const std::vector<float> x = random_activations(cols, rng);
+        std::vector<uint8_t> xq(cuda::act_q8_bytes(1, cols));
+        cuda::quantize_act_ref(x.data(), 1, cols, xq.data());
+        DevBuf<uint8_t> dxq(xq);
+        DevBuf<float> y1(static_cast<size_t>(rows)), y2(static_cast<size_t>(rows));
+        y1.poison();
+        y2.poison();
+        cuda::launch_gemv_q8(fmt, dw.get(), nullptr, rows, cols, dxq.get(), 1, y1.get(), MatOut::Store, nullptr);
+        const size_t head_bytes = static_cast<size_t>(head) * row_size(type, cols);
+        cuda::launch_gemv_q8(fmt, dw.get(), nullptr, head, cols, dxq.get(), 1, y2.get(), MatOut::Store, nullptr);
+        cuda::launch_gemv_q8(fmt, dw.get() + head_bytes, nullptr, rows - head, cols, dxq.get(), 1, y2.get() + head,
+                             MatOut::Store, nullptr);
+        const std::vector<float> a = y1.download(), b = y2.download();
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << type_name(type);
+    }
+}
+
 // ------------------------------------------------------------------------------- Q/K/V post + KV store
 
 struct PostCase {
