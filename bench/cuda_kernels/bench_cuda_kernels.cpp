@@ -308,7 +308,8 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     // Beyond GEMV_MAX_TOKENS: the prefill GEMM with the engine's split-K buffer.
     const bool q8 = cuda::gemv_q8_type_supported(type);
     DevBuf xq(cuda::act_q8_bytes(std::min(max_tok, cuda::GEMV_MAX_TOKENS), shape.cols));
-    // SwiGLU also writes its output's 8-bit copy (ffn_down's input), as in the engine.
+    // SwiGLU also writes its output's 8-bit copy (ffn_down's input), as in the engine (by halves
+    // where the engine's tiled ffn_down would read them).
     DevBuf yq(shape.swiglu ? cuda::act_q8_bytes(std::min(max_tok, cuda::GEMV_MAX_TOKENS), shape.rows) : 1);
     // The GEMM's fp16 input (converted once, outside the timing, as the engine does per input).
     DevBuf xh(host_x.size() * sizeof(uint16_t));
@@ -327,7 +328,7 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
                               static_cast<float*>(y.p), mode, stream.get(), static_cast<float*>(work.p), work_floats);
         } else if (q8) {
             cuda::launch_gemv_q8(fmt, w1, w2, shape.rows, shape.cols, xq.p, n_tok, static_cast<float*>(y.p), mode,
-                                 stream.get(), shape.swiglu ? yq.p : nullptr);
+                                 stream.get(), shape.swiglu ? yq.p : nullptr, fmt.tiled());
         } else {
             cuda::launch_matmul(fmt, w1, w2, shape.rows, shape.cols, static_cast<const float*>(x.p),
                                 static_cast<const uint16_t*>(xh.p), n_tok,

@@ -798,9 +798,10 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     if (q8) {
         cuda::launch_rmsnorm_q8(x, L.ffn_norm.f32(), h_tap, xq_, n, E, c_.rms_eps, stream_);
         if (fused_ffn) {
-            // its 8-bit copy by the product itself where it can (one token on tiled weights)
+            // its 8-bit copy by the product itself where it can (one token on tiled weights), by
+            // halves where W_down's product reads it (tiles)
             cuda::launch_gemv_q8(L.w_gate.fmt(), L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq_, n, g_,
-                                 MatOut::SwiGLU, stream_, xq_ff_);
+                                 MatOut::SwiGLU, stream_, xq_ff_, L.w_down.fmt().tiled());
         } else {
             gemv_q8(L.w_gate, n, g_, MatOut::Store);
             gemv_q8(L.w_up, n, u_, MatOut::Store);

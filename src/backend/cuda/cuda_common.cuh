@@ -484,7 +484,28 @@ __device__ __forceinline__ void quantize_block_warp(float v, int lane, int8_t* q
     JLLM_UNROLL
     for (int o = 8; o > 0; o >>= 1) sh += __shfl_xor_sync(0xffffffffu, sh, o);
     const int s_hi = __shfl_sync(0xffffffffu, sh, 16);
-    if (lane == 0) *s = make_float4(d, d * static_cast<float>(sh), d * static_cast<float>(s_hi), 0.0f);
+    if (lane == 0) *s = make_float4(d, d * static_cast<float>(sh), d * static_cast<float>(s_hi), d);
+}
+
+// One half (16 values) of an act_q8 block on its own scale (cuda_ops.h: quantized by halves):
+// lanes 0-15 hold the values (lanes 16-31 pass 0 and store nothing); half h (0: values 0-15 of
+// the block, 1: 16-31) writes its scale and sum into s = the block's float4.
+__device__ __forceinline__ void quantize_half_warp(float v, int lane, int h, int8_t* q, float4* s) {
+    float amax = fabsf(v);
+    JLLM_UNROLL
+    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v * id))));
+    int sh = qi;
+    JLLM_UNROLL
+    for (int o = 8; o > 0; o >>= 1) sh += __shfl_xor_sync(0xffffffffu, sh, o);
+    if (lane < 16) q[lane] = static_cast<int8_t>(qi);
+    if (lane == 0) {
+        float* f = reinterpret_cast<float*>(s);
+        f[h == 0 ? 0 : 3] = d;
+        f[h == 0 ? 1 : 2] = d * static_cast<float>(sh);
+    }
 }
 #endif
 

@@ -142,12 +142,16 @@ float round_f16_sat(float v);  // the GEMM's input rounding: fp16, saturated at 
 // ---- 8-bit activations: the input of the dp4a GEMV ----
 // `n_tok` rows of `cols` (a multiple of 32) values in blocks of 32, in one buffer: int8 q
 // [n_tok][cols], then (at the next 16-byte boundary, act_q8_scale_offset) one float4 per block
-// [n_tok][cols / 32] = (d, d * sum(q[0..15]), d * sum(q[16..31]), 0), where d = amax / 127 of
-// the block (fp32), q = round-half-even(x * (1 / d)) clamped to +-127 (all zero when amax = 0).
+// [n_tok][cols / 32] = (d0, d0 * sum(q[0..15]), d1 * sum(q[16..31]), d1): each half's scale, where
+// d = amax / 127 (fp32), q = round-half-even(x * (1 / d)) clamped to +-127 (all zero when amax =
+// 0). A block is quantized as one (d0 = d1, amax of its 32 values) except by halves (each half's
+// own amax: the one-token SwiGLU product's 8-bit copy, launch_gemv_q8's yq_halves), which only
+// the tiled GEMV reads (the others take d0 for the whole block).
 size_t act_q8_scale_offset(int n_tok, int64_t cols);
 size_t act_q8_bytes(int n_tok, int64_t cols);
 void launch_quantize_act(const float* x, int n_tok, int64_t cols, void* xq, void* stream);
-void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq);  // host buffer of act_q8_bytes
+// Host twin (a host buffer of act_q8_bytes); halves: each 16-value half quantized on its own.
+void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq, bool halves = false);
 // RMSNorm whose output (also written to y as fp32 when y is not null) is quantized into xq.
 void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n_rows, int64_t n, float eps,
                        void* stream);
@@ -159,9 +163,13 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
 bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K
 // yq (not null; rows a multiple of 32; not xq): y also quantized there (act_q8 layout, n_tok rows
 // of `rows`), bit for bit as launch_quantize_act would — by the product itself for one token's
-// SwiGLU on tiled weights, else by launch_quantize_act after it.
+// SwiGLU on tiled weights, else by launch_quantize_act after it. yq_halves (yq read only by the
+// tiled GEMV): the product may quantize by halves instead (gemv_q8_yq_by_halves: where its blocks
+// of four groups would not fit one wave), bit for bit as quantize_act_ref(.., true).
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
-                    int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr);
+                    int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr, bool yq_halves = false);
+// Whether one token's SwiGLU product of this shape with yq_halves quantizes y by halves.
+bool gemv_q8_yq_by_halves(WeightFormat fmt, int64_t rows, int64_t cols);
 // Rows r (a multiple of 256, near `want`) such that launch_gemv_q8 (one token, Store) of rows
 // [0, r) and then of [r, rows) gives each row the bits one launch of all rows would; 0 where
 // the kernel would differ (only the tiled layout is split).

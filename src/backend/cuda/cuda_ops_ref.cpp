@@ -124,26 +124,32 @@ void gemm_ref(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int
     (gemm_takes_small(fmt, n_tok) ? gemm_small_ref : gemm_f16_ref)(fmt.type, w, w2, rows, cols, x, n_tok, y, out);
 }
 
-void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq) {
+void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq, bool halves) {
     int8_t* q = static_cast<int8_t*>(xq);
     float* sc = reinterpret_cast<float*>(static_cast<uint8_t*>(xq) + act_q8_scale_offset(n_tok, cols));
     const int64_t nb = static_cast<int64_t>(n_tok) * (cols / 32);
+    const int span = halves ? 16 : 32;  // values sharing a scale
     for (int64_t b = 0; b < nb; ++b) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
-        const float d = amax / 127.0f;
-        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        float d[2];
         int sum[2] = {0, 0};
-        for (int i = 0; i < 32; ++i) {
-            const float v = std::nearbyint(x[b * 32 + i] * id);
-            const int qi = static_cast<int>(std::max(-127.0f, std::min(127.0f, v)));
-            q[b * 32 + i] = static_cast<int8_t>(qi);
-            sum[i / 16] += qi;
+        for (int h0 = 0; h0 < 32; h0 += span) {
+            float amax = 0.0f;
+            for (int i = h0; i < h0 + span; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+            const float dh = amax / 127.0f;
+            const float id = dh > 0.0f ? 1.0f / dh : 0.0f;
+            for (int i = h0; i < h0 + span; ++i) {
+                const float v = std::nearbyint(x[b * 32 + i] * id);
+                const int qi = static_cast<int>(std::max(-127.0f, std::min(127.0f, v)));
+                q[b * 32 + i] = static_cast<int8_t>(qi);
+                sum[i / 16] += qi;
+            }
+            d[h0 / 16] = dh;
+            if (!halves) d[1] = dh;
         }
-        sc[4 * b] = d;
-        sc[4 * b + 1] = d * static_cast<float>(sum[0]);
-        sc[4 * b + 2] = d * static_cast<float>(sum[1]);
-        sc[4 * b + 3] = 0.0f;
+        sc[4 * b] = d[0];
+        sc[4 * b + 1] = d[0] * static_cast<float>(sum[0]);
+        sc[4 * b + 2] = d[1] * static_cast<float>(sum[1]);
+        sc[4 * b + 3] = d[1];
     }
 }
 
@@ -153,7 +159,7 @@ void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int
     const int8_t* q = static_cast<const int8_t*>(xq);
     const float* sc = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xq) + act_q8_scale_offset(n_tok, cols));
     std::vector<float> x(static_cast<size_t>(n_tok) * cols);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = sc[4 * (i / 32)] * static_cast<float>(q[i]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = sc[4 * (i / 32) + (i % 32 < 16 ? 0 : 3)] * static_cast<float>(q[i]);
     matmul_ref(type, w, w2, rows, cols, x.data(), n_tok, y, out);
 }
 

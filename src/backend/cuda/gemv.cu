@@ -483,6 +483,10 @@ struct TiledArgs {
 template <GgmlType T>
 struct TileLane;  // one lane's part of one tile row, and its dot product with the activations
 
+// The scale of the 16 activations a lane of piece p takes from a q8 block (s): its half's (p % 2:
+// the half for both types' pieces, low and high nibbles alike).
+__host__ __device__ __forceinline__ float half_d(const float4& s, int p) { return p % 2 ? s.w : s.x; }
+
 template <>
 struct TileLane<GgmlType::Q6_K> {
     using F = TileFmt<GgmlType::Q6_K>;
@@ -496,7 +500,7 @@ struct TileLane<GgmlType::Q6_K> {
         dh = ld_u16(tile + F::D + 2 * i);
     }
     static __host__ __device__ __forceinline__ int col(int p) { return 128 * (p / 4) + 16 * (p % 4); }
-    // x_lo/x_hi: the 16 activations of each half; s_lo/s_hi: their q8 blocks' (d, sums).
+    // x_lo/x_hi: the 16 activations of each half; s_lo/s_hi: their q8 blocks' (scales, sums).
     __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
         const int lsh = (p % 4) < 2 ? 0 : 2;  // qh bits of the low nibbles (of the high: lsh + 4)
         const int sc_lo = 8 * (p / 4) + p % 4;  // scale of the low nibbles' 16 weights (high: + 4)
@@ -511,8 +515,8 @@ struct TileLane<GgmlType::Q6_K> {
         const float d = fp16_to_f32(static_cast<uint16_t>(dh));
         const float a_lo = d * static_cast<float>(static_cast<int8_t>(byte_of(sc, sc_lo)));
         const float a_hi = d * static_cast<float>(static_cast<int8_t>(byte_of(sc, sc_lo + 4)));
-        return a_lo * static_cast<float>(dot4(q_lo, x_lo, 0)) * s_lo.x +
-               a_hi * static_cast<float>(dot4(q_hi, x_hi, 0)) * s_hi.x;
+        return a_lo * static_cast<float>(dot4(q_lo, x_lo, 0)) * half_d(s_lo, p) +
+               a_hi * static_cast<float>(dot4(q_hi, x_hi, 0)) * half_d(s_hi, p);
     }
 };
 
@@ -541,8 +545,8 @@ struct TileLane<GgmlType::Q4_K> {
         // w = d sc q - dmin mn: the offsets meet the sums of the activations' 16 (s.y: first half of
         // the q8 block, s.z: second).
         const float sum_lo = p % 2 ? s_lo.z : s_lo.y, sum_hi = p % 2 ? s_hi.z : s_hi.y;
-        return d * (sc[0] * static_cast<float>(dot4(q_lo, x_lo, 0)) * s_lo.x +
-                    sc[1] * static_cast<float>(dot4(q_hi, x_hi, 0)) * s_hi.x) -
+        return d * (sc[0] * static_cast<float>(dot4(q_lo, x_lo, 0)) * half_d(s_lo, p) +
+                    sc[1] * static_cast<float>(dot4(q_hi, x_hi, 0)) * half_d(s_hi, p)) -
                dm * (mn[0] * sum_lo + mn[1] * sum_hi);
     }
 };
@@ -612,10 +616,11 @@ __device__ __forceinline__ void tiled_walk(float (&acc)[M][2][NT], const uint8_t
     }
 }
 
-// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block, or (QO)
-// GEMV_Q8_WARPS x ks for four groups per block (gemv_q8_tiled). QO: the block's 32 rows of y are
-// also quantized to one 8-bit block per token (as kernel_quantize_act: the same bits).
-template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS, bool QO = false, GgmlType T2 = T,
+// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block, or (QO 1)
+// GEMV_Q8_WARPS x ks for four groups per block (gemv_q8_tiled). QO (SwiGLU): y also quantized to
+// 8 bits, per token: 1, the block's 32 rows as one block (as kernel_quantize_act: the same bits);
+// 2, the block's 16 rows (two groups: W = 2 ks) as one half of a block, on its own scale.
+template <GgmlType T, int NT, int U, bool SW, bool PF, int W = GEMV_Q8_WARPS, int QO = 0, GgmlType T2 = T,
           int U2 = U, bool PF2 = PF>
 __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
     constexpr int M = SW ? 2 : 1;  // matrices read
@@ -677,7 +682,7 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
         }
     }
     static_assert(!QO || SW, "the 8-bit copy is the SwiGLU product's");
-    constexpr int QROWS = 4 * TILE_ROWS;  // QO: a block's rows, one 8-bit block
+    constexpr int QROWS = (QO == 2 ? 2 : 4) * TILE_ROWS;  // QO: a block's rows, one 8-bit block or half
     __shared__ float yv[QO ? NT : 1][QO ? QROWS : 1];
     const bool writes = kp == 0 && p == 0 && gg < groups;
     if constexpr (!QO) {
@@ -704,11 +709,18 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
             }
         }
     }
-    if constexpr (QO) {
+    if constexpr (QO == 1) {
         __syncthreads();
         if (warp < NT) {  // every group of the block exists (rows % 32 == 0)
             const int64_t blk = static_cast<int64_t>(warp) * (rows / QROWS) + blockIdx.x;
             quantize_block_warp(yv[warp][lane], lane, a.yq + blk * QROWS, a.ys + blk);
+        }
+    } else if constexpr (QO == 2) {
+        __syncthreads();
+        if (warp < NT) {  // token `warp`: rows 16 x .. 16 x + 15 (rows % 32 == 0)
+            const int64_t half = static_cast<int64_t>(warp) * (rows / QROWS) + blockIdx.x;
+            quantize_half_warp(lane < QROWS ? yv[warp][lane % QROWS] : 0.0f, lane, static_cast<int>(half % 2),
+                               a.yq + half * QROWS, a.ys + half / 2);
         }
     }
 }
@@ -937,6 +949,37 @@ int tiled_ks(int64_t groups, int64_t nb, bool may_widen) {
     return wide ? TILED_WIDE_WARPS : ks;
 }
 
+// The one-token SwiGLU product with y's 8-bit copy by the product's blocks of four groups
+// (GEMV_Q8_WARPS x ks warps; QO 1).
+template <GgmlType T>
+auto tiled_qo1_kernel(int ks) {
+    constexpr TiledBatch TB = tiled_batch<T, 1, true, false>();
+    static_assert(TB.u == tiled_batch<T, 1, true, true>().u && !TB.pf, "one SwiGLU batch for every ks");
+    constexpr int Q = GEMV_Q8_WARPS;
+    return ks == 1 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, Q, 1>
+                   : (ks == 2 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 2 * Q, 1>
+                              : kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 4 * Q, 1>);
+}
+
+// How the one-token SwiGLU product on tiles (`groups` 8-row groups of nb block columns) makes y's
+// 8-bit copy: 1, by blocks of four groups (each block's 32 rows one q8 block), where that grid is
+// one wave of resident blocks (the larger blocks must not add a wave: qwen3-4b's 304 blocks of
+// eight warps at two per SM lost 5% to the separate quantization on the H200); else 2, by halves
+// in the usual blocks of two groups (ks 2) where the reader takes halves; else 0, by
+// kernel_quantize_act after the product.
+int tiled_yq_mode(GgmlType type, int64_t groups, int64_t nb, bool halves_ok) {
+    if (groups % 4 != 0) return 0;
+    const int ks = tiled_ks(groups, nb, false);
+    int mode = 0;
+    with_tiled_type(type, [&](auto tag) {
+        constexpr GgmlType T = decltype(tag)::value;
+        const void* k = reinterpret_cast<const void*>(tiled_qo1_kernel<T>(ks));
+        if (groups / 4 <= resident_blocks(k, GEMV_Q8_WARPS * ks * WARP)) mode = 1;
+        else if (halves_ok && ks == 2) mode = 2;
+    });
+    return mode;
+}
+
 // Segment types a launch of the tiled GEMV takes: one type, or Q4_K segments and a last one of
 // Q6_K (Q4_K_M's Q, K and V where V has more bits).
 bool tiled_types_mix(const GgmlType* types, int n_seg) {
@@ -947,10 +990,11 @@ bool tiled_types_mix(const GgmlType* types, int n_seg) {
 
 // n_seg matrices (Store; types: tiled_types_mix), or one (Store, Add, SwiGLU with w2), on the
 // tiled layout. yq (one matrix): y also quantized to 8 bits there — by the product's blocks for
-// one token's SwiGLU (four 8-row groups per block: blocks of GEMV_Q8_WARPS x ks warps), else by
-// kernel_quantize_act after it.
+// one token's SwiGLU (tiled_yq_mode; by halves only where yq_halves), else by kernel_quantize_act
+// after it.
 void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const void* w2, const int64_t* rows,
-                   int64_t cols, const void* xq, int n_tok, float* const* y, MatOut out, void* yq, void* stream) {
+                   int64_t cols, const void* xq, int n_tok, float* const* y, MatOut out, void* yq, bool yq_halves,
+                   void* stream) {
     JLLM_ASSERT(n_seg == 1 || out == MatOut::Store);
     JLLM_ASSERT(tiled_types_mix(types, n_seg));
     const GgmlType type = types[0];
@@ -974,7 +1018,7 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
     const bool sw = out == MatOut::SwiGLU;
     a.ks = tiled_ks(groups, a.nb, n_seg == 1 && n_tok == 1 && !sw);
     const bool wide = a.ks == TILED_WIDE_WARPS;
-    bool quantize = yq != nullptr && n_seg == 1 && n_tok == 1 && sw && !wide && groups % 4 == 0;
+    const int qmode = yq != nullptr && n_seg == 1 && n_tok == 1 && sw ? tiled_yq_mode(type, groups, a.nb, yq_halves) : 0;
     if (yq != nullptr) {
         JLLM_ASSERT(n_seg == 1);
         a.yq = static_cast<int8_t*>(yq);
@@ -992,22 +1036,14 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
             launch(kernel_gemv_q8_tiled<T, 1, TB.u, false, TB.pf, TILED_WIDE_WARPS>, TILED_WIDE_WARPS);
             return;
         }
-        if (quantize) {
-            // Four groups per block: GEMV_Q8_WARPS x ks warps. Only where the grid is one wave of
-            // resident blocks (the larger blocks must not add a wave: qwen3-4b's 304 blocks of
-            // eight warps at two per SM lost 5% to the separate quantization on the H200).
+        if (qmode == 1) {
+            launch(tiled_qo1_kernel<T>(a.ks), GEMV_Q8_WARPS * a.ks);
+            return;
+        }
+        if (qmode == 2) {  // blocks of two groups (ks 2), as without the copy
             constexpr TiledBatch TB = tiled_batch<T, 1, true, false>();
-            static_assert(TB.u == tiled_batch<T, 1, true, true>().u && !TB.pf, "one SwiGLU batch for every ks");
-            constexpr int Q = GEMV_Q8_WARPS;
-            const int ks = a.ks;
-            auto kernel = ks == 1 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, Q, true>
-                                  : (ks == 2 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 2 * Q, true>
-                                             : kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 4 * Q, true>);
-            if (groups / 4 <= resident_blocks(reinterpret_cast<const void*>(kernel), Q * ks * WARP)) {
-                launch(kernel, Q * ks);
-                return;
-            }
-            quantize = false;
+            launch(kernel_gemv_q8_tiled<T, 1, TB.u, true, false, GEMV_Q8_WARPS, 2>, GEMV_Q8_WARPS);
+            return;
         }
         auto by_tokens = [&](auto sw_tag, auto shared_tag) {
             constexpr bool SW = decltype(sw_tag)::value;
@@ -1038,18 +1074,18 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
         else shared ? by_tokens(std::false_type{}, std::true_type{}) : by_tokens(std::false_type{}, std::false_type{});
     });
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemv_q8_tiled");
-    if (yq != nullptr && !quantize) launch_quantize_act(y[0], n_tok, rows[0], yq, stream);
+    if (yq != nullptr && qmode == 0) launch_quantize_act(y[0], n_tok, rows[0], yq, stream);
 }
 
 }  // namespace
 
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
-                    int n_tok, float* y, MatOut out, void* stream, void* yq) {
+                    int n_tok, float* y, MatOut out, void* stream, void* yq, bool yq_halves) {
     JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMV_MAX_TOKENS && cols % 32 == 0 && rows >= 1);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
     JLLM_ASSERT(yq == nullptr || (rows % 32 == 0 && yq != xq));
     if (fmt.tiled()) {
-        gemv_q8_tiled(&fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, yq, stream);
+        gemv_q8_tiled(&fmt.type, 1, &w, w2, &rows, cols, xq, n_tok, &y, out, yq, yq_halves, stream);
         return;
     }
     const GgmlType type = fmt.type;
@@ -1060,6 +1096,11 @@ void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t row
     a.w2 = static_cast<const uint8_t*>(w2);
     gemv_q8_dispatch(type, a, rows, n_tok, stream);
     if (yq != nullptr) launch_quantize_act(y, n_tok, rows, yq, stream);
+}
+
+bool gemv_q8_yq_by_halves(WeightFormat fmt, int64_t rows, int64_t cols) {
+    return fmt.tiled() && rows % 32 == 0 && cols % 256 == 0 && tiles_fit(fmt.type, rows, cols) &&
+           tiled_yq_mode(fmt.type, rows / TILE_ROWS, cols / 256, true) == 2;
 }
 
 int64_t gemv_q8_split_rows(WeightFormat fmt, int64_t rows, int64_t cols, int64_t want) {
@@ -1093,7 +1134,7 @@ void launch_gemv_q8_multi(const WeightFormat* fmt, int n_seg, const void* const*
     if (fmt[0].tiled()) {
         GgmlType types[GEMV_Q8_MAX_SEG];
         for (int i = 0; i < n_seg; ++i) types[i] = fmt[i].type;
-        gemv_q8_tiled(types, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, nullptr, stream);
+        gemv_q8_tiled(types, n_seg, w, nullptr, rows, cols, xq, n_tok, y, MatOut::Store, nullptr, false, stream);
         return;
     }
     const GgmlType type = fmt[0].type;

@@ -389,17 +389,21 @@ public:
             }
         }
         std::vector<uint8_t> xq;
-        auto mm = [&](const WeightTensor& t, const float* in, float* out, MatOut mode, const WeightTensor* t2 = nullptr) {
+        auto tiles = [](const WeightTensor& t) {
+            return cuda::WeightFormat(t.type, cuda::tiles_fit(t.type, t.rows, t.cols) ? cuda::WeightLayout::Tiles
+                                                                                   : cuda::WeightLayout::Rows);
+        };
+        // halves: the input quantized by halves (W_down's, where the backend's SwiGLU product makes it so)
+        auto mm = [&](const WeightTensor& t, const float* in, float* out, MatOut mode, const WeightTensor* t2 = nullptr,
+                      bool halves = false) {
             if (exact_) {
                 cuda::matmul_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
             } else if (q8) {
                 xq.assign(cuda::act_q8_bytes(n_tok, t.cols), 0);
-                cuda::quantize_act_ref(in, n_tok, t.cols, xq.data());
+                cuda::quantize_act_ref(in, n_tok, t.cols, xq.data(), halves);
                 cuda::gemv_q8_ref(t.type, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, xq.data(), n_tok, out, mode);
             } else {  // the tensor-core GEMM on the copied matrices (tiled where they fit)
-                const cuda::WeightFormat fmt(t.type, cuda::tiles_fit(t.type, t.rows, t.cols) ? cuda::WeightLayout::Tiles
-                                                                                             : cuda::WeightLayout::Rows);
-                cuda::gemm_ref(fmt, t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
+                cuda::gemm_ref(tiles(t), t.data, t2 ? t2->data : nullptr, t.rows, t.cols, in, n_tok, out, mode);
             }
         };
         for (int il = 0; il < c_.n_layer; ++il) {
@@ -455,7 +459,9 @@ public:
                 mm(L.w_up, h.data(), u.data(), MatOut::Store);
                 cuda::swiglu_ref(g.data(), u.data(), g.data(), n_tok * F);
             }
-            mm(L.w_down, g.data(), x.data(), MatOut::Add);
+            const bool halves = n_tok == 1 && L.w_gate.type == L.w_up.type && tiles(L.w_down).tiled() &&
+                                cuda::gemv_q8_yq_by_halves(tiles(L.w_gate), L.w_gate.rows, L.w_gate.cols);
+            mm(L.w_down, g.data(), x.data(), MatOut::Add, nullptr, halves);
         }
         cuda::rmsnorm_ref(x.data(), f32(w.output_norm), h.data(), n_tok, E, c_.rms_eps);
         mm(w.output, h.data(), logits, MatOut::Store);

@@ -756,14 +756,18 @@ TEST(CudaOps, RmsNormQuantized) {
 // GEMV on 8-bit activations vs its twin (quant_ref weights x dequantized activations, fp64):
 // |gpu - ref| <= 1e-4 * sum_i |w_i x_i| + 1e-6 as for the fp32 GEMV. quantize_out (one matrix):
 // y's 8-bit copy too, which must be launch_quantize_act's of the y written, bit for bit.
-// last_type: the last segment's type where it differs (one launch of mixed types).
+// last_type: the last segment's type where it differs (one launch of mixed types). halves: the
+// activations quantized by halves (each 16 values on a scale of their own; the tiled GEMV's
+// input from the SwiGLU product), and y's 8-bit copy allowed to be (yq_halves).
 void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t cols, int n_tok, MatOut out,
                       std::mt19937& rng, cuda::WeightLayout layout = cuda::WeightLayout::Rows,
-                      bool quantize_out = false, std::optional<GgmlType> last_type = std::nullopt) {
+                      bool quantize_out = false, std::optional<GgmlType> last_type = std::nullopt,
+                      bool halves = false) {
     SCOPED_TRACE(std::string(type_name(type)) + (last_type ? std::string("+") + type_name(*last_type) : "") +
                  " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok) +
                  " segs=" + std::to_string(n_seg) + " out=" + std::to_string(static_cast<int>(out)) +
-                 (layout == cuda::WeightLayout::Tiles ? " tiles" : "") + (quantize_out ? " 8-bit out" : ""));
+                 (layout == cuda::WeightLayout::Tiles ? " tiles" : "") + (quantize_out ? " 8-bit out" : "") +
+                 (halves ? " halves" : ""));
     auto seg_type = [&](int sgi) { return last_type && sgi == n_seg - 1 ? *last_type : type; };
     std::vector<float> x;
     for (int t = 0; t < n_tok; ++t) {
@@ -771,12 +775,12 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
         x.insert(x.end(), xt.begin(), xt.end());
     }
     std::vector<uint8_t> xq(cuda::act_q8_bytes(n_tok, cols));
-    cuda::quantize_act_ref(x.data(), n_tok, cols, xq.data());
-    std::vector<float> xd(x.size());  // what the kernel multiplies by
+    cuda::quantize_act_ref(x.data(), n_tok, cols, xq.data(), halves);
+    std::vector<float> xd(x.size());  // what the kernel multiplies by: each half's d times q
     {
         const int8_t* q = reinterpret_cast<const int8_t*>(xq.data());
         const float* sc = reinterpret_cast<const float*>(xq.data() + cuda::act_q8_scale_offset(n_tok, cols));
-        for (size_t i = 0; i < xd.size(); ++i) xd[i] = sc[4 * (i / 32)] * static_cast<float>(q[i]);
+        for (size_t i = 0; i < xd.size(); ++i) xd[i] = sc[4 * (i / 32) + (i % 32 < 16 ? 0 : 3)] * static_cast<float>(q[i]);
     }
     DevBuf<uint8_t> dxq(xq);
     const size_t rb = row_size(type, cols);
@@ -837,7 +841,7 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
     dyq.poison();
     if (n_seg == 1) {
         cuda::launch_gemv_q8(fmt, wp[0], dw2 ? dw2->get() : nullptr, seg_rows[0], cols, dxq.get(), n_tok, yp[0], out,
-                             nullptr, quantize_out ? dyq.get() : nullptr);
+                             nullptr, quantize_out ? dyq.get() : nullptr, halves);
     } else {
         ASSERT_FALSE(quantize_out);
         const cuda::WeightFormat fmts[3] = {{seg_type(0), layout}, {seg_type(1), layout}, {seg_type(2), layout}};
@@ -855,7 +859,9 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
         EXPECT_EQ(bad, 0);
         if (quantize_out) {
             std::vector<uint8_t> want(cuda::act_q8_bytes(n_tok, seg_rows[0]));
-            cuda::quantize_act_ref(got.data(), n_tok, seg_rows[0], want.data());
+            const bool by_halves = halves && n_tok == 1 && out == MatOut::SwiGLU &&
+                                   cuda::gemv_q8_yq_by_halves(fmt, seg_rows[0], cols);
+            cuda::quantize_act_ref(got.data(), n_tok, seg_rows[0], want.data(), by_halves);
             const std::vector<uint8_t> yq = dyq.download();
             EXPECT_TRUE(yq.size() == want.size() && std::memcmp(yq.data(), want.data(), want.size()) == 0)
                 << "8-bit copy of y";
@@ -972,6 +978,19 @@ TEST(CudaOps, GemvQ8Tiles) {
         for (const Case& c : quantized) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, true);
         const int64_t r96[1] = {96};
         run_gemv_q8_case(q, 1, r96, 2560, 1, MatOut::SwiGLU, rng, cuda::WeightLayout::Rows, true);
+    }
+    // Quantized by halves where the reader takes them (tiles) and the blocks of four groups would
+    // not fit one wave (qwen3-4b's 9,728 x 2,560 on the H200; the others as before), and inputs
+    // quantized by halves read by every tiled kernel shape (Store, Add, SwiGLU, Q/K/V, 1-4 tokens).
+    const cuda::WeightFormat q4t(GgmlType::Q4_K, T);
+    EXPECT_FALSE(cuda::gemv_q8_yq_by_halves(q4t, 128, 256));  // one wave of blocks of four groups
+    EXPECT_TRUE(cuda::gemv_q8_yq_by_halves(q4t, 9728, 2560));  // more than one wave (1,216 groups)
+    EXPECT_FALSE(cuda::gemv_q8_yq_by_halves(cuda::WeightFormat(GgmlType::Q4_K), 9728, 2560));
+    for (GgmlType q : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        for (const Case& c : quantized) {
+            run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, true, std::nullopt, true);
+        }
+        for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, false, std::nullopt, true);
     }
 }
 
