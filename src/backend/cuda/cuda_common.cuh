@@ -484,7 +484,7 @@ __device__ __forceinline__ void quantize_block_warp(float v, int lane, int8_t* q
     JLLM_UNROLL
     for (int o = 8; o > 0; o >>= 1) sh += __shfl_xor_sync(0xffffffffu, sh, o);
     const int s_hi = __shfl_sync(0xffffffffu, sh, 16);
-    if (lane == 0) *s = make_float4(d, d * static_cast<float>(sh), d * static_cast<float>(s_hi), d);
+    if (lane == 0) *s = make_float4(d, d * static_cast<float>(sh), d, d * static_cast<float>(s_hi));
 }
 
 // One half (16 values) of an act_q8 block on its own scale (cuda_ops.h: quantized by halves):
@@ -501,11 +501,7 @@ __device__ __forceinline__ void quantize_half_warp(float v, int lane, int h, int
     JLLM_UNROLL
     for (int o = 8; o > 0; o >>= 1) sh += __shfl_xor_sync(0xffffffffu, sh, o);
     if (lane < 16) q[lane] = static_cast<int8_t>(qi);
-    if (lane == 0) {
-        float* f = reinterpret_cast<float*>(s);
-        f[h == 0 ? 0 : 3] = d;
-        f[h == 0 ? 1 : 2] = d * static_cast<float>(sh);
-    }
+    if (lane == 0) reinterpret_cast<float2*>(s)[h] = make_float2(d, d * static_cast<float>(sh));
 }
 #endif
 

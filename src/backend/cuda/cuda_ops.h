@@ -142,7 +142,7 @@ float round_f16_sat(float v);  // the GEMM's input rounding: fp16, saturated at 
 // ---- 8-bit activations: the input of the dp4a GEMV ----
 // `n_tok` rows of `cols` (a multiple of 32) values in blocks of 32, in one buffer: int8 q
 // [n_tok][cols], then (at the next 16-byte boundary, act_q8_scale_offset) one float4 per block
-// [n_tok][cols / 32] = (d0, d0 * sum(q[0..15]), d1 * sum(q[16..31]), d1): each half's scale, where
+// [n_tok][cols / 32] = (d0, d0 * sum(q[0..15]), d1, d1 * sum(q[16..31])): each half's scale, where
 // d = amax / 127 (fp32), q = round-half-even(x * (1 / d)) clamped to +-127 (all zero when amax =
 // 0). A block is quantized as one (d0 = d1, amax of its 32 values) except by halves (each half's
 // own amax: the one-token SwiGLU product's 8-bit copy, launch_gemv_q8's yq_halves), which only

@@ -148,8 +148,8 @@ void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq, bool ha
         }
         sc[4 * b] = d[0];
         sc[4 * b + 1] = d[0] * static_cast<float>(sum[0]);
-        sc[4 * b + 2] = d[1] * static_cast<float>(sum[1]);
-        sc[4 * b + 3] = d[1];
+        sc[4 * b + 2] = d[1];
+        sc[4 * b + 3] = d[1] * static_cast<float>(sum[1]);
     }
 }
 
@@ -159,7 +159,7 @@ void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int
     const int8_t* q = static_cast<const int8_t*>(xq);
     const float* sc = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xq) + act_q8_scale_offset(n_tok, cols));
     std::vector<float> x(static_cast<size_t>(n_tok) * cols);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = sc[4 * (i / 32) + (i % 32 < 16 ? 0 : 3)] * static_cast<float>(q[i]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = sc[4 * (i / 32) + (i % 32 < 16 ? 0 : 2)] * static_cast<float>(q[i]);
     matmul_ref(type, w, w2, rows, cols, x.data(), n_tok, y, out);
 }
 

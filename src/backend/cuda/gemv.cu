@@ -225,8 +225,8 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
                 for (int r = 0; r < R; ++r) {
                     const int d0 = dot8(lo[r], x0, x1);
                     const int d1 = dot8(hi[r], x2, x3);
-                    acc[r][t] += (a0[r] * static_cast<float>(d0)) * s0.x + b0[r] * (s0.y + s0.z) +
-                                 (a1[r] * static_cast<float>(d1)) * s1.x + b1[r] * (s1.y + s1.z);
+                    acc[r][t] += (a0[r] * static_cast<float>(d0)) * s0.x + b0[r] * (s0.y + s0.w) +
+                                 (a1[r] * static_cast<float>(d1)) * s1.x + b1[r] * (s1.y + s1.w);
                 }
             }
         }
@@ -258,7 +258,7 @@ __device__ __forceinline__ void gemv_q8_batch(const uint8_t* const* wr, int64_t 
                 for (int r = 0; r < R; ++r) {
                     const int d0 = dot4(q[r][u], x0, 0), d1 = dot4(q[r][u] + 4, x1, 0);
                     acc[r][t] += (sa[r][u][0] * static_cast<float>(d0) + sa[r][u][1] * static_cast<float>(d1)) * s.x +
-                                 sb[r][u][0] * s.y + sb[r][u][1] * s.z;
+                                 sb[r][u][0] * s.y + sb[r][u][1] * s.w;
                 }
             }
         }
@@ -483,14 +483,22 @@ struct TiledArgs {
 template <GgmlType T>
 struct TileLane;  // one lane's part of one tile row, and its dot product with the activations
 
-// The scale of the 16 activations a lane of piece p takes from a q8 block (s): its half's (p % 2:
-// the half for both types' pieces, low and high nibbles alike).
-__host__ __device__ __forceinline__ float half_d(const float4& s, int p) { return p % 2 ? s.w : s.x; }
+// The (scale, scaled sum) of the 16 activations a lane of piece p takes from a q8 block: its
+// half's (p % 2: the half for both types' pieces, low and high nibbles alike), one 8-byte read;
+// the scale alone (a 4-byte read) where the type needs no sums (SUM false: Q6_K, whose eight-warp
+// kernel keeps three blocks per SM that way).
+template <bool SUM = true>
+__host__ __device__ __forceinline__ float2 half_scales(const float4* xs, int64_t block, int p) {
+    if constexpr (SUM) return ld_ro<float2>(reinterpret_cast<const uint8_t*>(xs + block) + 8 * (p % 2));
+    const float4 v = ld_ro<float4>(reinterpret_cast<const uint8_t*>(xs + block));
+    return make_float2(p % 2 ? v.z : v.x, 0.0f);
+}
 
 template <>
 struct TileLane<GgmlType::Q6_K> {
     using F = TileFmt<GgmlType::Q6_K>;
     static constexpr int HI = 64;  // columns from the low to the high nibbles' weights
+    static constexpr bool SUMS = false;  // the activations' sums unused (no offsets)
     uint4 ql, qh, sc;
     uint32_t dh;
     __host__ __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
@@ -500,8 +508,8 @@ struct TileLane<GgmlType::Q6_K> {
         dh = ld_u16(tile + F::D + 2 * i);
     }
     static __host__ __device__ __forceinline__ int col(int p) { return 128 * (p / 4) + 16 * (p % 4); }
-    // x_lo/x_hi: the 16 activations of each half; s_lo/s_hi: their q8 blocks' (scales, sums).
-    __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
+    // x_lo/x_hi: the 16 activations of each half; s_lo/s_hi: their halves' (scale, scaled sum).
+    __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, float2 s_lo, float2 s_hi) const {
         const int lsh = (p % 4) < 2 ? 0 : 2;  // qh bits of the low nibbles (of the high: lsh + 4)
         const int sc_lo = 8 * (p / 4) + p % 4;  // scale of the low nibbles' 16 weights (high: + 4)
         const uint32_t wl[4] = {ql.x, ql.y, ql.z, ql.w};
@@ -515,8 +523,8 @@ struct TileLane<GgmlType::Q6_K> {
         const float d = fp16_to_f32(static_cast<uint16_t>(dh));
         const float a_lo = d * static_cast<float>(static_cast<int8_t>(byte_of(sc, sc_lo)));
         const float a_hi = d * static_cast<float>(static_cast<int8_t>(byte_of(sc, sc_lo + 4)));
-        return a_lo * static_cast<float>(dot4(q_lo, x_lo, 0)) * half_d(s_lo, p) +
-               a_hi * static_cast<float>(dot4(q_hi, x_hi, 0)) * half_d(s_hi, p);
+        return a_lo * static_cast<float>(dot4(q_lo, x_lo, 0)) * s_lo.x +
+               a_hi * static_cast<float>(dot4(q_hi, x_hi, 0)) * s_hi.x;
     }
 };
 
@@ -524,13 +532,14 @@ template <>
 struct TileLane<GgmlType::Q4_K> {
     using F = TileFmt<GgmlType::Q4_K>;
     static constexpr int HI = 32;
+    static constexpr bool SUMS = true;
     uint4 qs, hd;
     __host__ __device__ __forceinline__ void load(const uint8_t* tile, int i, int p) {
         qs = ld16(tile + F::QS + 128 * i + 16 * p);
         hd = ld16(tile + F::HDR + 16 * i);
     }
     static __host__ __device__ __forceinline__ int col(int p) { return 64 * (p / 2) + 16 * (p % 2); }
-    __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, const float4& s_lo, const float4& s_hi) const {
+    __host__ __device__ __forceinline__ float dot(int p, uint4 x_lo, uint4 x_hi, float2 s_lo, float2 s_hi) const {
         const uint32_t wq[4] = {qs.x, qs.y, qs.z, qs.w};
         uint32_t q_lo[4], q_hi[4];
         JLLM_UNROLL
@@ -542,12 +551,10 @@ struct TileLane<GgmlType::Q4_K> {
         scale_min_k4_pair(hd.y, hd.z, hd.w, p / 2, sc, mn);
         const float d = fp16_to_f32(static_cast<uint16_t>(hd.x & 0xFFFFu));
         const float dm = fp16_to_f32(static_cast<uint16_t>(hd.x >> 16));
-        // w = d sc q - dmin mn: the offsets meet the sums of the activations' 16 (s.y: first half of
-        // the q8 block, s.z: second).
-        const float sum_lo = p % 2 ? s_lo.z : s_lo.y, sum_hi = p % 2 ? s_hi.z : s_hi.y;
-        return d * (sc[0] * static_cast<float>(dot4(q_lo, x_lo, 0)) * half_d(s_lo, p) +
-                    sc[1] * static_cast<float>(dot4(q_hi, x_hi, 0)) * half_d(s_hi, p)) -
-               dm * (mn[0] * sum_lo + mn[1] * sum_hi);
+        // w = d sc q - dmin mn: the offsets meet the sums of the activations' 16.
+        return d * (sc[0] * static_cast<float>(dot4(q_lo, x_lo, 0)) * s_lo.x +
+                    sc[1] * static_cast<float>(dot4(q_hi, x_hi, 0)) * s_hi.x) -
+               dm * (mn[0] * s_lo.y + mn[1] * s_hi.y);
     }
 };
 
@@ -604,8 +611,8 @@ __device__ __forceinline__ void tiled_walk(float (&acc)[M][2][NT], const uint8_t
                 const int64_t c = b * 256 + L::col(p);
                 const uint8_t* xp = reinterpret_cast<const uint8_t*>(a.xq) + t * cols + c;
                 const uint4 x_lo = ld16(xp), x_hi = ld16(xp + L::HI);
-                const float4 s_lo = __ldg(&a.xs[t * n_chunks + c / 32]);
-                const float4 s_hi = __ldg(&a.xs[t * n_chunks + (c + L::HI) / 32]);
+                const float2 s_lo = half_scales<L::SUMS>(a.xs, t * n_chunks + c / 32, p);
+                const float2 s_hi = half_scales<L::SUMS>(a.xs, t * n_chunks + (c + L::HI) / 32, p);
 #pragma unroll
                 for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -866,7 +873,8 @@ void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t 
                         lane.load(tile, static_cast<int>(r % TILE_ROWS), p);
                         const int64_t c = b * 256 + L::col(p);
                         const uint4 x_lo = ld16(q + t * cols + c), x_hi = ld16(q + t * cols + c + L::HI);
-                        acc += lane.dot(p, x_lo, x_hi, xs[t * n_chunks + c / 32], xs[t * n_chunks + (c + L::HI) / 32]);
+                        acc += lane.dot(p, x_lo, x_hi, half_scales<L::SUMS>(xs, t * n_chunks + c / 32, p),
+                                        half_scales<L::SUMS>(xs, t * n_chunks + (c + L::HI) / 32, p));
                     }
                 }
                 y[t * rows + r] = acc;

@@ -780,7 +780,7 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
     {
         const int8_t* q = reinterpret_cast<const int8_t*>(xq.data());
         const float* sc = reinterpret_cast<const float*>(xq.data() + cuda::act_q8_scale_offset(n_tok, cols));
-        for (size_t i = 0; i < xd.size(); ++i) xd[i] = sc[4 * (i / 32) + (i % 32 < 16 ? 0 : 3)] * static_cast<float>(q[i]);
+        for (size_t i = 0; i < xd.size(); ++i) xd[i] = sc[4 * (i / 32) + (i % 32 < 16 ? 0 : 2)] * static_cast<float>(q[i]);
     }
     DevBuf<uint8_t> dxq(xq);
     const size_t rb = row_size(type, cols);
