@@ -165,8 +165,17 @@ for p in "${presets[@]}"; do
         "$bench" --device cuda -m "${model_file[$p]}" -p 33,512 -n 128 -r 5 -o json --bw "$bw"
     run_step "bench $p tg alone" "$outdir/bench-$p-tg.json" "$outdir/bench-$p-tg.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -p 0 -n 128 -r 5 -o json --bw "$bw"
+    # The depth run's process as nvidia-smi sees it (device memory with the CUDA context), sampled
+    # every 0.1 s while it runs: the context is that peak minus the engine's own bytes.
+    ( while :; do
+          nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits 2> /dev/null
+          sleep 0.1
+      done ) > "$outdir/apps-$p-d4096.csv" &
+    sampler=$!
     run_step "bench $p -d 4096" "$outdir/bench-$p-d4096.json" "$outdir/bench-$p-d4096.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -d 4096 -p 0 -n 128 -r 3 -o json --bw "$bw"
+    kill "$sampler" 2> /dev/null
+    wait "$sampler" 2> /dev/null
 done
 nvidia-smi --query-gpu="$clock_query" --format=csv > "$outdir/clocks-after.csv" 2>&1
 
@@ -251,6 +260,18 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
         grep -o '"memory": {[^}]*}' "$mem_json" | head -n 1 | sed 's/^/- depth run /'
     fi
     gate "device memory over weights + KV, %" "$mem_pct" "<=" 10
+    # The CUDA context (not counted above): the depth run's peak in nvidia-smi's per-process
+    # memory (MiB) minus the engine's device_used.
+    ctx=""
+    if [[ -s "$mem_json" && -s "$outdir/apps-qwen3-4b-d4096.csv" ]]; then
+        used=$(grep -o '"device_used": *-\?[0-9]*' "$mem_json" | head -n 1 | grep -o -- '-\?[0-9]*$')
+        peak=$(awk -F', *' '$2 ~ /jllm-bench/ && $3 + 0 > m { m = $3 + 0 } END { if (m > 0) print m }' \
+            "$outdir/apps-qwen3-4b-d4096.csv")
+        if [[ -n "$used" && -n "$peak" ]] && (( used >= 0 )); then
+            ctx=$(awk -v p="$peak" -v u="$used" 'BEGIN { printf "%.1f", p - u / 1048576 }')
+        fi
+    fi
+    echo "- CUDA context (the depth run's peak device memory in nvidia-smi, ${peak:-?} MiB, minus the engine's device_used): ${ctx:-unknown} MiB"
     echo
     echo "## Decode GEMV (jllm-bench-kernels, n_tok 1; every row and n_tok 4 in kernels.md)"
     echo

@@ -484,14 +484,18 @@ template <GgmlType T>
 struct TileLane;  // one lane's part of one tile row, and its dot product with the activations
 
 // The (scale, scaled sum) of the 16 activations a lane of piece p takes from a q8 block: its
-// half's (p % 2: the half for both types' pieces, low and high nibbles alike), one 8-byte read;
-// the scale alone (a 4-byte read) where the type needs no sums (SUM false: Q6_K, whose eight-warp
-// kernel keeps three blocks per SM that way).
+// half's (p % 2: the half for both types' pieces, low and high nibbles alike), one 8-byte read.
+// Where the type needs no sums (SUM false: Q6_K) the scale alone, picked from the block's float4:
+// the 8-byte read raised Q6_K's eight-warp kernel from 80 to 89 registers (two blocks per SM
+// instead of three; docs/gpu_speed_notes.md row 120).
 template <bool SUM = true>
 __host__ __device__ __forceinline__ float2 half_scales(const float4* xs, int64_t block, int p) {
-    if constexpr (SUM) return ld_ro<float2>(reinterpret_cast<const uint8_t*>(xs + block) + 8 * (p % 2));
-    const float4 v = ld_ro<float4>(reinterpret_cast<const uint8_t*>(xs + block));
-    return make_float2(p % 2 ? v.z : v.x, 0.0f);
+    if constexpr (SUM) {
+        return ld_ro<float2>(reinterpret_cast<const uint8_t*>(xs + block) + 8 * (p % 2));
+    } else {
+        const float4 v = ld_ro<float4>(reinterpret_cast<const uint8_t*>(xs + block));
+        return make_float2(p % 2 ? v.z : v.x, 0.0f);
+    }
 }
 
 template <>
@@ -724,7 +728,7 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
         }
     } else if constexpr (QO == 2) {
         __syncthreads();
-        if (warp < NT) {  // token `warp`: rows 16 x .. 16 x + 15 (rows % 32 == 0)
+        if (warp < NT) {  // token `warp`, rows 16 b .. 16 b + 15 of block b (rows % 32 == 0)
             const int64_t half = static_cast<int64_t>(warp) * (rows / QROWS) + blockIdx.x;
             quantize_half_warp(lane < QROWS ? yv[warp][lane % QROWS] : 0.0f, lane, static_cast<int>(half % 2),
                                a.yq + half * QROWS, a.ys + half / 2);
