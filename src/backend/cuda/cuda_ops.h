@@ -168,7 +168,8 @@ bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2
 // of four groups would not fit one wave), bit for bit as quantize_act_ref(.., true).
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr, bool yq_halves = false);
-// Whether one token's SwiGLU product of this shape with yq_halves quantizes y by halves.
+// Whether one token's SwiGLU product of this shape with yq_halves quantizes y by halves (the
+// device's answer: it depends on resident blocks; false without a device, where no product runs).
 bool gemv_q8_yq_by_halves(WeightFormat fmt, int64_t rows, int64_t cols);
 // Rows r (a multiple of 256, near `want`) such that launch_gemv_q8 (one token, Store) of rows
 // [0, r) and then of [r, rows) gives each row the bits one launch of all rows would; 0 where

@@ -1112,7 +1112,7 @@ void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t row
 
 bool gemv_q8_yq_by_halves(WeightFormat fmt, int64_t rows, int64_t cols) {
     return fmt.tiled() && rows % 32 == 0 && cols % 256 == 0 && tiles_fit(fmt.type, rows, cols) &&
-           tiled_yq_mode(fmt.type, rows / TILE_ROWS, cols / 256, true) == 2;
+           device_count() > 0 && tiled_yq_mode(fmt.type, rows / TILE_ROWS, cols / 256, true) == 2;
 }
 
 int64_t gemv_q8_split_rows(WeightFormat fmt, int64_t rows, int64_t cols, int64_t want) {
