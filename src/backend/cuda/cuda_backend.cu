@@ -4,8 +4,8 @@
 //   attention -> W_o matmul (+= residual) -> rmsnorm -> gate/up matmul with SwiGLU ->
 //   W_down matmul (+= residual); then the final rmsnorm and the logits of the requested rows.
 // Batches of <= GEMV_MAX_TOKENS tokens run the dp4a GEMV on 8-bit activations (when every matrix
-// is a quantized type; q8_path), larger ones the tensor-core GEMM; either way Q, K and V of one
-// format share a launch (qkv_groups). A single-token decode step is
+// is a quantized type; q8_path), larger ones the tensor-core GEMM; either way Q, K and V share a
+// launch where its kernel takes their formats (qkv_groups). A single-token decode step is
 // captured as a CUDA graph and replayed (token and position in step_dev_), one graph per
 // decode-attention split count (the splits the position needs, rounded up to a power of two)
 // and per tail (logits, on-GPU argmax or top-k). Every other forward is captured too, one graph
@@ -205,10 +205,10 @@ private:
     void run_layers(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens, int pos0, const int* pos_dev,
                     int out_first = 0, int layer_begin = 0, int layer_end = -1);
     void layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first);
-    // f(first weight, n, w[n], rows[n], y[n]) for each run of consecutive Q/K/V projections of one
-    // type, layout and width.
-    template <typename F>
-    void qkv_groups(const DevLayer& L, F&& f);
+    // f(fmt[n], n, w[n], rows[n], y[n], cols) for each run of consecutive Q/K/V projections of one
+    // width whose formats one launch takes (joins(fmt, n)), longest first.
+    template <typename J, typename F>
+    void qkv_groups(const DevLayer& L, J&& joins, F&& f);
     void qkv_q8(const DevLayer& L, int n_tokens);
     void embed(const int32_t* host_tokens, const int32_t* tokens_dev, int n_tokens);
     // Final norm of rows [first, first + n) of x into rows [0, n) of h.
@@ -658,17 +658,14 @@ void CudaBackend::run_layers(const int32_t* tokens, const int32_t* tokens_dev, i
     }
 }
 
-template <typename F>
-void CudaBackend::qkv_groups(const DevLayer& L, F&& f) {
-    // Consecutive projections of one type and layout share a launch (all three in Q4_K_M's Q4_K
-    // layers).
+template <typename J, typename F>
+void CudaBackend::qkv_groups(const DevLayer& L, J&& joins, F&& f) {
     const DevWeight* ws[3] = {&L.wq, &L.wk, &L.wv};
+    const cuda::WeightFormat fmt[3] = {L.wq.fmt(), L.wk.fmt(), L.wv.fmt()};
     float* ys[3] = {q_, k_, v_};
     for (int i = 0; i < 3;) {
         int j = i + 1;
-        while (j < 3 && ws[j]->type == ws[i]->type && ws[j]->layout == ws[i]->layout && ws[j]->cols == ws[i]->cols) {
-            ++j;
-        }
+        while (j < 3 && ws[j]->cols == ws[i]->cols && joins(fmt + i, j + 1 - i)) ++j;
         const void* w[3] = {};
         int64_t rows[3] = {};
         float* y[3] = {};
@@ -677,26 +674,16 @@ void CudaBackend::qkv_groups(const DevLayer& L, F&& f) {
             rows[k - i] = ws[k]->rows;
             y[k - i] = ys[k];
         }
-        f(*ws[i], j - i, w, rows, y);
+        f(fmt + i, j - i, w, rows, y, ws[i]->cols);
         i = j;
     }
 }
 
 void CudaBackend::qkv_q8(const DevLayer& L, int n) {
-    // One launch where the kernel takes the three formats (every layer of Q4_K_M's on tiles, V in
-    // Q6_K or not), else runs of one format.
-    const cuda::WeightFormat fmt[3] = {L.wq.fmt(), L.wk.fmt(), L.wv.fmt()};
-    if (L.wk.cols == L.wq.cols && L.wv.cols == L.wq.cols && cuda::gemv_q8_multi_takes(fmt, 3)) {
-        const void* w[3] = {L.wq.data, L.wk.data, L.wv.data};
-        const int64_t rows[3] = {L.wq.rows, L.wk.rows, L.wv.rows};
-        float* y[3] = {q_, k_, v_};
-        cuda::launch_gemv_q8_multi(fmt, 3, w, rows, y, L.wq.cols, xq_, n, stream_);
-        return;
-    }
-    qkv_groups(L, [&](const DevWeight& w0, int n_seg, const void* const* w, const int64_t* rows, float* const* y) {
-        const cuda::WeightFormat f[3] = {w0.fmt(), w0.fmt(), w0.fmt()};
-        cuda::launch_gemv_q8_multi(f, n_seg, w, rows, y, w0.cols, xq_, n, stream_);
-    });
+    // One launch for all three in every layer of Q4_K_M's on tiles (V in Q6_K or not).
+    qkv_groups(L, cuda::gemv_q8_multi_takes,
+               [&](const cuda::WeightFormat* fmt, int n_seg, const void* const* w, const int64_t* rows, float* const* y,
+                   int64_t cols) { cuda::launch_gemv_q8_multi(fmt, n_seg, w, rows, y, cols, xq_, n, stream_); });
 }
 
 void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int out_first) {
@@ -713,9 +700,12 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, hh, n_tokens, E, c_.rms_eps, stream_);
         if (n_tokens > cuda::GEMV_MAX_TOKENS) {
             // Runs of one format in one GEMM grid (Q, K and V in Q4_K_M's Q4_K layers).
-            qkv_groups(L, [&](const DevWeight& w0, int n_seg, const void* const* w, const int64_t* rows,
-                              float* const* y) {
-                cuda::launch_gemm_multi(w0.fmt(), n_seg, w, rows, w0.cols, hh, n_tokens, y, stream_, gemm_work_,
+            auto one_format = [](const cuda::WeightFormat* f, int k) {
+                return f[k - 1].type == f[0].type && f[k - 1].layout == f[0].layout;
+            };
+            qkv_groups(L, one_format, [&](const cuda::WeightFormat* fmt, int n_seg, const void* const* w,
+                                          const int64_t* rows, float* const* y, int64_t cols) {
+                cuda::launch_gemm_multi(fmt[0], n_seg, w, rows, cols, hh, n_tokens, y, stream_, gemm_work_,
                                         gemm_work_floats_);
             });
         } else {
@@ -851,7 +841,7 @@ void CudaBackend::logits_rows(int first, int n) {
 }
 
 void CudaBackend::logits_split() {
-    if (logits_head_ == 0 || !q8_path(1)) {
+    if (logits_head_ == 0) {  // (set only where the q8 path serves one token)
         logits_rows(0, 1);
         return;
     }
@@ -868,9 +858,8 @@ void CudaBackend::logits_split() {
 
 void CudaBackend::copy_logits(float* logits) {
     const int64_t V = c_.n_vocab;
-    int64_t head = 0;
-    if (logits_head_ > 0 && q8_path(1)) {
-        head = logits_head_;
+    const int64_t head = logits_head_;
+    if (head > 0) {
         JLLM_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, logits_head_ev_, 0));
         JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, static_cast<size_t>(head) * sizeof(float),
                                         cudaMemcpyDeviceToHost, copy_stream_));

@@ -1066,7 +1066,7 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
                 if constexpr (T == GgmlType::Q4_K && !SW) {
                     if (mixed) {
                         constexpr TiledBatch TB2 = tiled_batch<GgmlType::Q6_K, NT, SW, SHARED>();
-                        launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf, GEMV_Q8_WARPS, false, GgmlType::Q6_K,
+                        launch(kernel_gemv_q8_tiled<T, NT, TB.u, SW, TB.pf, GEMV_Q8_WARPS, 0, GgmlType::Q6_K,
                                                     TB2.u, TB2.pf>,
                                GEMV_Q8_WARPS);
                         return;
