@@ -166,9 +166,13 @@ for p in "${presets[@]}"; do
     run_step "bench $p tg alone" "$outdir/bench-$p-tg.json" "$outdir/bench-$p-tg.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -p 0 -n 128 -r 5 -o json --bw "$bw"
     # The depth run's process as nvidia-smi sees it (device memory with the CUDA context), sampled
-    # every 0.1 s while it runs: the context is that peak minus the engine's own bytes.
+    # every 0.1 s while it runs: the context is that peak minus the engine's own bytes. Where the
+    # per-process list is empty (a container's PID namespace), the whole GPU's used memory, sampled
+    # alongside from before the run starts, gives the same difference.
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits > "$outdir/gpu-$p-d4096.csv" 2> /dev/null
     ( while :; do
           nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits 2> /dev/null
+          nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits >> "$outdir/gpu-$p-d4096.csv" 2> /dev/null
           sleep 0.1
       done ) > "$outdir/apps-$p-d4096.csv" &
     sampler=$!
@@ -262,16 +266,23 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     gate "device memory over weights + KV, %" "$mem_pct" "<=" 10
     # The CUDA context (not counted above): the depth run's peak in nvidia-smi's per-process
     # memory (MiB) minus the engine's device_used.
-    ctx=""
-    if [[ -s "$mem_json" && -s "$outdir/apps-qwen3-4b-d4096.csv" ]]; then
+    ctx="" ctx_gpu="" peak="" gpu_rise=""
+    used=""
+    [[ -s "$mem_json" ]] &&
         used=$(grep -o '"device_used": *-\?[0-9]*' "$mem_json" | head -n 1 | grep -o -- '-\?[0-9]*$')
-        peak=$(awk -F', *' '$2 ~ /jllm-bench/ && $3 + 0 > m { m = $3 + 0 } END { if (m > 0) print m }' \
-            "$outdir/apps-qwen3-4b-d4096.csv")
-        if [[ -n "$used" && -n "$peak" ]] && (( used >= 0 )); then
-            ctx=$(awk -v p="$peak" -v u="$used" 'BEGIN { printf "%.1f", p - u / 1048576 }')
-        fi
+    if [[ -n "$used" ]] && (( used >= 0 )); then
+        [[ -s "$outdir/apps-qwen3-4b-d4096.csv" ]] &&
+            peak=$(awk -F', *' '$2 ~ /jllm-bench/ && $3 + 0 > m { m = $3 + 0 } END { if (m > 0) print m }' \
+                "$outdir/apps-qwen3-4b-d4096.csv")
+        [[ -n "$peak" ]] && ctx=$(awk -v p="$peak" -v u="$used" 'BEGIN { printf "%.1f", p - u / 1048576 }')
+        # The GPU's used memory: its peak during the run minus the sample taken before it started.
+        [[ -s "$outdir/gpu-qwen3-4b-d4096.csv" ]] &&
+            gpu_rise=$(awk 'NR == 1 { b = $1 + 0 } $1 + 0 > m { m = $1 + 0 } END { if (NR > 1 && m > b) print m - b }' \
+                "$outdir/gpu-qwen3-4b-d4096.csv")
+        [[ -n "$gpu_rise" ]] && ctx_gpu=$(awk -v p="$gpu_rise" -v u="$used" 'BEGIN { printf "%.1f", p - u / 1048576 }')
     fi
-    echo "- CUDA context (the depth run's peak device memory in nvidia-smi, ${peak:-?} MiB, minus the engine's device_used): ${ctx:-unknown} MiB"
+    echo "- CUDA context (the depth run's peak device memory in nvidia-smi's process list, ${peak:-?} MiB, minus the engine's device_used): ${ctx:-unknown} MiB"
+    echo "- CUDA context (the GPU's used memory: the depth run's peak rise, ${gpu_rise:-?} MiB, minus the engine's device_used): ${ctx_gpu:-unknown} MiB"
     echo
     echo "## Decode GEMV (jllm-bench-kernels, n_tok 1; every row and n_tok 4 in kernels.md)"
     echo
