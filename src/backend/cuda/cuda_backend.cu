@@ -102,6 +102,7 @@ public:
     CudaBackend(const ModelConfig& c, int device) : c_(c), device_(device) {
         JLLM_CUDA_CHECK(cudaSetDevice(device));
         JLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device));
+        cuda::fit_thread_stack();  // before free_at_start_: the stack's reservation is the context's
         JLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         JLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
         JLLM_CUDA_CHECK(cudaEventCreateWithFlags(&logits_head_ev_, cudaEventDisableTiming));

@@ -26,6 +26,19 @@ int device_sm_count();  // SMs of the current device (cached per device)
 // Blocks of `kernel` (a __global__ function's address) at `threads` threads and `smem` bytes of
 // dynamic shared memory per block that the current device holds at once, all SMs together (cached).
 int resident_blocks(const void* kernel, int threads, size_t smem = 0);
+// Per-thread stack the engine's kernels fit in (the deepest, ptxas's "stack frame", is 104 bytes
+// on sm_90). The driver reserves this much local memory for every thread an SM can hold, on every
+// SM, from context creation: at its default of 1,024 bytes that is half of an H200's context (264
+// of 527 MiB; 12 MiB on an 8-SM Orin). A kernel that needs more still runs: the driver raises the
+// limit at its launch.
+constexpr size_t THREAD_STACK_BYTES = 256;
+// Lowers the current device's per-thread stack limit to THREAD_STACK_BYTES where it is still the
+// driver's default (nobody in the process has chosen one); returns the limit it leaves.
+size_t fit_thread_stack();
+size_t thread_stack_limit();  // the current device's per-thread stack limit (bytes)
+// The current device's used memory, every process's and the driver's (total - free), creating the
+// context if there is none yet.
+int64_t device_used_bytes();
 void* dev_alloc(size_t bytes);
 void dev_free(void* p) noexcept;
 void dev_memset(void* p, int byte, size_t bytes);

@@ -59,6 +59,26 @@ int device_sm_count() {
     return cache[dev] = sms;
 }
 
+size_t thread_stack_limit() {
+    size_t bytes = 0;
+    JLLM_CUDA_CHECK(cudaDeviceGetLimit(&bytes, cudaLimitStackSize));
+    return bytes;
+}
+
+int64_t device_used_bytes() {
+    size_t free_b = 0, total_b = 0;
+    JLLM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return static_cast<int64_t>(total_b) - static_cast<int64_t>(free_b);
+}
+
+size_t fit_thread_stack() {
+    constexpr size_t DRIVER_DEFAULT = 1024;
+    if (thread_stack_limit() == DRIVER_DEFAULT) {
+        JLLM_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, THREAD_STACK_BYTES));
+    }
+    return thread_stack_limit();
+}
+
 int resident_blocks(const void* kernel, int threads, size_t smem) {
     int dev = 0;
     JLLM_CUDA_CHECK(cudaGetDevice(&dev));

@@ -36,6 +36,7 @@
 #include "backend/cpu/rope.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
+#include "../ops/cuda_test_util.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/model_config.h"
@@ -46,6 +47,9 @@
 
 namespace jllm::test {
 namespace {
+
+// Fails the program if a kernel outgrew the per-thread stack (cuda_test_util.h).
+::testing::Environment* const g_stack_env = ::testing::AddGlobalTestEnvironment(new ThreadStackEnv);
 
 bool have_gpu() {
     static const bool have = cuda_device_available();

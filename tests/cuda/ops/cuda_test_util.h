@@ -22,6 +22,23 @@ inline bool have_cuda_device() {
         if (!::jllm::test::have_cuda_device()) GTEST_SKIP() << "no CUDA device";     \
     } while (0)
 
+// Registered by each CUDA test program: lowers the per-thread stack limit as the backend does
+// (cuda::fit_thread_stack) before the first test, and fails the program if any kernel the tests ran
+// made the driver raise it (a kernel whose stack outgrew cuda::THREAD_STACK_BYTES: the engine would
+// still run, with a bigger context than docs/performance.md reports).
+class ThreadStackEnv : public ::testing::Environment {
+public:
+    void SetUp() override {
+        if (have_cuda_device()) cuda::fit_thread_stack();
+    }
+    void TearDown() override {
+        if (have_cuda_device()) {
+            EXPECT_EQ(cuda::thread_stack_limit(), cuda::THREAD_STACK_BYTES)
+                << "a kernel needed more per-thread stack than cuda::THREAD_STACK_BYTES";
+        }
+    }
+};
+
 template <typename T>
 class DevBuf {
 public:

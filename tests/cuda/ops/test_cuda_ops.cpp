@@ -48,6 +48,9 @@ namespace {
 
 using cuda::MatOut;
 
+// Fails the program if a kernel outgrew the per-thread stack (cuda_test_util.h).
+::testing::Environment* const g_stack_env = ::testing::AddGlobalTestEnvironment(new ThreadStackEnv);
+
 std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
     std::normal_distribution<float> nd(0.0f, sd);
     std::vector<float> v(n);
