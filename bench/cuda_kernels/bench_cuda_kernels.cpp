@@ -534,6 +534,12 @@ int main(int argc, char** argv) {
             opt.graph = false;  // synchronizing inside a stream capture is an error
         }
         const cuda::DeviceInfo dev = cuda::device_info(0);
+        // The context before anything else runs: the GPU's used memory at the driver's per-thread
+        // stack limit, then at the engine's (the GEMVs below run under the engine's, as it does).
+        const size_t stack_default = cuda::thread_stack_limit();
+        const int64_t used_default = cuda::device_used_bytes();
+        const size_t stack_engine = cuda::fit_thread_stack();
+        const int64_t used_engine = cuda::device_used_bytes();
         opt.rotate_bytes = std::max(static_cast<size_t>(rotate_mib * 1048576.0), 4 * dev.l2_bytes);
 
         char date[64];
@@ -572,6 +578,10 @@ int main(int argc, char** argv) {
                     dev.total_bytes / 1073741824.0, cuda::cuda_version_string(dev.driver_version).c_str(),
                     cuda::cuda_version_string(dev.runtime_version).c_str());
         std::printf("- command: `%s`\n", command.c_str());
+        std::printf("- CUDA context (the GPU's used memory once this process's context exists; other processes' "
+                    "memory included): %.1f MiB at the per-thread stack limit it started with (%zu bytes), %.1f MiB "
+                    "at the engine's (%zu bytes)\n",
+                    used_default / 1048576.0, stack_default, used_engine / 1048576.0, stack_engine);
         std::printf("- Q4_K/Q6_K weights: %s\n", rows_layout
                                                           ? "the file's rows (--rows-layout; the engine's mapped weights)"
                                                           : "the tiled layout (the engine's copied weights)");
@@ -629,6 +639,10 @@ int main(int argc, char** argv) {
                          {"best_gbps", copy.best_gbps},
                          {"median_gbps", copy.median_gbps},
                          {"ms", copy.ms}};
+            j["context"] = {{"stack_default_bytes", stack_default},
+                            {"device_used_at_default", used_default},
+                            {"stack_engine_bytes", stack_engine},
+                            {"device_used_at_engine", used_engine}};
             j["rotate_bytes"] = opt.rotate_bytes;
             j["reps"] = opt.reps;
             j["check_bound"] = CHECK_BOUND;

@@ -283,6 +283,8 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     fi
     echo "- CUDA context (the depth run's peak device memory in nvidia-smi's process list, ${peak:-?} MiB, minus the engine's device_used): ${ctx:-unknown} MiB"
     echo "- CUDA context (the GPU's used memory: the depth run's peak rise, ${gpu_rise:-?} MiB, minus the engine's device_used): ${ctx_gpu:-unknown} MiB"
+    # jllm-bench-kernels' own context, at the driver's stack limit and at the engine's.
+    [[ -s "$outdir/kernels.md" ]] && grep -E '^- CUDA context' "$outdir/kernels.md" | sed 's/^- /- jllm-bench-kernels: /'
     echo
     echo "## Decode GEMV (jllm-bench-kernels, n_tok 1; every row and n_tok 4 in kernels.md)"
     echo
