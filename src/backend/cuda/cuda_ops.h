@@ -332,8 +332,10 @@ void launch_argmax(const float* x, int64_t n, void* work, int32_t* out, void* st
 int32_t argmax_ref(const float* x, int64_t n);
 
 // ---- top-k: the k largest of x[n], best first (ties to the lower index; NaN counts as -inf) ----
-// Rounds of bitonic sorts of 4,096-value slices in shared memory, each keeping every slice's k
-// best, until one slice holds all candidates (3 rounds for 151,936 values); `work` holds
+// Rounds over slices of 8,192 values, a block each, keeping each slice's k best, until one block
+// holds every candidate (two rounds for 151,936 values): a block finds its k-th largest value by
+// radix selection over the values' 32-bit order keys in shared memory (three counting passes of
+// 11, 11 and 10 bits), keeps the k in index order, and the last round sorts them. `work` holds
 // topk_work_floats(n, k) floats. Sampling from these k is exact for top-k sampling.
 constexpr int TOPK_MAX = 128;
 size_t topk_work_floats(int64_t n, int k);
