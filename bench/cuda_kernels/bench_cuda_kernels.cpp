@@ -16,8 +16,9 @@
 // the timing, with a split-K work buffer the size the engine allocates for qwen3-4b at its batch
 // of 512; stream launches, as the engine's prefill) and add TFLOPS (2 x rows x cols x n_tok per
 // matrix / time); their check is against gemm_f16_ref.
+// Then the decode step's sampling kernels (argmax, top-k) over 151,936 logits, checked exactly.
 //   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4[,33,512]]
-//                      [--quick] [--launch graph|stream] [--rows-layout] [--json FILE]
+//                      [--quick] [--launch graph|stream] [--rows-layout] [--no-sampling] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -423,6 +424,80 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     }
 }
 
+// The decode step's sampling kernels over a qwen3 vocabulary of logits (randn x 3, a few ties at
+// the top): the argmax and the top-k for the k buckets the engine runs (cuda_backend.cu rounds k up
+// to a power of two), each as a graph of SAMPLING_CALLS calls on the same logits (L2 holds them, as
+// after the step's output product), median over `reps` samples; checked exactly against the twins.
+constexpr int64_t SAMPLING_VOCAB = 151936;
+constexpr int SAMPLING_CALLS = 100;
+
+struct SamplingResult {
+    std::string kernel;  // "argmax" or "top-k"
+    int k = 0;
+    double us_median = 0, us_min = 0, us_max = 0;
+    bool check_ok = false;
+};
+
+std::vector<SamplingResult> measure_sampling(int reps, uint64_t seed, cuda::BenchStream& stream) {
+    std::vector<float> logits(static_cast<size_t>(SAMPLING_VOCAB));
+    SplitMix rng{seed ^ 0x5A3D1E};
+    for (float& v : logits) {  // sum of 4 uniforms: roughly normal, sd ~3
+        double u = 0;
+        for (int i = 0; i < 4; ++i) u += rng.uniform() - 0.5;
+        v = static_cast<float>(u * 5.2);
+    }
+    for (int i = 0; i < 6; ++i) logits[static_cast<size_t>(i * 20011)] = 9.5f;  // ties at the top
+    DevBuf x(logits.size() * sizeof(float)), argmax_work(cuda::argmax_work_bytes()), out_id(cuda::TOPK_MAX * 4),
+        out_v(cuda::TOPK_MAX * 4), topk_work(cuda::topk_work_floats(SAMPLING_VOCAB, cuda::TOPK_MAX) * sizeof(float));
+    cuda::upload(x.p, logits.data(), logits.size() * sizeof(float));
+    cuda::dev_memset(argmax_work.p, 0, cuda::argmax_work_bytes());
+    const auto* xf = static_cast<const float*>(x.p);
+    auto* ids = static_cast<int32_t*>(out_id.p);
+    std::vector<SamplingResult> out;
+    cuda::EventTimer timer;
+    for (int k : {0, 1, 64, 128}) {  // 0: the argmax
+        auto call = [&] {
+            if (k == 0) cuda::launch_argmax(xf, SAMPLING_VOCAB, argmax_work.p, ids, stream.get());
+            else cuda::launch_topk(xf, SAMPLING_VOCAB, k, static_cast<float*>(topk_work.p), static_cast<float*>(out_v.p), ids, stream.get());
+        };
+        SamplingResult r;
+        r.kernel = k == 0 ? "argmax" : "top-k";
+        r.k = k == 0 ? 1 : k;
+        call();
+        stream.sync();
+        cuda::BenchGraph graph;
+        graph.begin(stream.get());
+        for (int i = 0; i < SAMPLING_CALLS; ++i) call();
+        graph.end(stream.get());
+        graph.launch(stream.get());
+        stream.sync();
+        std::vector<double> us;
+        for (int s = 0; s < reps; ++s) {
+            timer.start(stream.get());
+            graph.launch(stream.get());
+            timer.stop(stream.get());
+            us.push_back(timer.elapsed_ms() * 1e3 / SAMPLING_CALLS);
+        }
+        r.us_median = median_of(us);
+        r.us_min = *std::min_element(us.begin(), us.end());
+        r.us_max = *std::max_element(us.begin(), us.end());
+        std::vector<int32_t> got_i(static_cast<size_t>(r.k)), ref_i(static_cast<size_t>(r.k));
+        std::vector<float> got_v(static_cast<size_t>(r.k)), ref_v(static_cast<size_t>(r.k));
+        cuda::download(got_i.data(), ids, got_i.size() * sizeof(int32_t));
+        if (k == 0) {
+            ref_i[0] = cuda::argmax_ref(logits.data(), SAMPLING_VOCAB);
+            r.check_ok = got_i == ref_i;
+        } else {
+            cuda::download(got_v.data(), out_v.p, got_v.size() * sizeof(float));
+            cuda::topk_ref(logits.data(), SAMPLING_VOCAB, k, ref_v.data(), ref_i.data());
+            r.check_ok = got_i == ref_i && got_v == ref_v;
+        }
+        std::fprintf(stderr, "  %-6s k %3d: %7.2f us%s\n", r.kernel.c_str(), r.k, r.us_median, r.check_ok ? "" : "  CHECK FAILED");
+        out.push_back(r);
+    }
+    return out;
+}
+
 const CaseResult* find_case(const std::vector<CaseResult>& v, const char* type, const char* shape) {
     for (const CaseResult& r : v) {
         if (r.type == type && r.shape == shape && r.n_tok == 1) return &r;
@@ -502,6 +577,8 @@ int main(int argc, char** argv) {
                                                "weights) instead of the tiled layout of its copied weights");
     app.add_flag("--no-large", no_large, "skip the large-matrix cases");
     app.add_flag("--no-model", no_model, "skip the qwen3-4b shapes");
+    bool no_sampling = false;
+    app.add_flag("--no-sampling", no_sampling, "skip the sampling kernels (argmax, top-k)");
     app.add_flag("--quick", quick, "1 GiB copy, 5 copies, 10 samples per case");
     app.add_option("--json", json_path, "also write every number as JSON to this file");
     app.add_option("--seed", seed, "seed of the random weights and activations")->capture_default_str();
@@ -563,11 +640,14 @@ int main(int argc, char** argv) {
             }
         }
         const Estimate est = qwen3_4b_estimate(cases);
+        std::vector<SamplingResult> sampling;
+        if (!no_sampling) sampling = measure_sampling(reps, seed, stream);
         int failed = 0, timeouts = 0;
         for (const CaseResult& r : cases) {
             failed += r.check_ok ? 0 : 1;
             timeouts += r.gate_timeouts;
         }
+        for (const SamplingResult& r : sampling) failed += r.check_ok ? 0 : 1;
 
         // ---- markdown
         std::printf("## jllm-bench-kernels %s (commit %s), %s\n\n", JLLM_VERSION, JLLM_GIT_COMMIT, date);
@@ -607,6 +687,16 @@ int main(int argc, char** argv) {
                         "for %.1f MB = %.1f GB/s (%.1f%% of copy); a matmul-only bound of %.0f tok/s\n",
                         est.us, est.bytes / 1e6, est.bytes / (est.us * 1e-6) / 1e9,
                         100.0 * est.bytes / (est.us * 1e-6) / 1e9 / copy.best_gbps, 1e6 / est.us);
+        }
+        if (!sampling.empty()) {
+            std::printf("\nSampling kernels over %lld logits (a graph of %d calls on the same logits, median of %d "
+                        "samples; check: exact against argmax_ref / topk_ref):\n\n",
+                        static_cast<long long>(SAMPLING_VOCAB), SAMPLING_CALLS, opt.reps);
+            std::printf("| kernel | k | us / call | min .. max | check |\n|---|---:|---:|---:|---|\n");
+            for (const SamplingResult& r : sampling) {
+                std::printf("| %s | %d | %.2f | %.2f .. %.2f | %s |\n", r.kernel.c_str(), r.k, r.us_median, r.us_min,
+                            r.us_max, r.check_ok ? "ok" : "FAILED");
+            }
         }
         if (timeouts > 0) {
             std::printf("\nwarning: %d launch-gate timeouts: the host enqueued too slowly and those samples include "
@@ -669,6 +759,17 @@ int main(int argc, char** argv) {
                                {"gate_timeouts", r.gate_timeouts}});
             }
             j["cases"] = arr;
+            nlohmann::json sarr = nlohmann::json::array();
+            for (const SamplingResult& r : sampling) {
+                sarr.push_back({{"kernel", r.kernel},
+                                {"k", r.k},
+                                {"n", SAMPLING_VOCAB},
+                                {"us_median", r.us_median},
+                                {"us_min", r.us_min},
+                                {"us_max", r.us_max},
+                                {"check_ok", r.check_ok}});
+            }
+            j["sampling"] = sarr;
             if (est.ok) {
                 j["qwen3_4b_q4_k_m_token_matmuls"] = {{"us", est.us},
                                                       {"bytes", est.bytes},

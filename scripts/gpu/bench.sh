@@ -294,6 +294,9 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
         awk -F'|' '/^\| type \|/ || /^\|---/ || ($6 + 0 == 1) { print }' "$outdir/kernels.md"
         echo
         grep -E '^qwen3-4b q4_k_m|^warning|FAILED' "$outdir/kernels.md"
+        echo
+        awk '/^Sampling kernels/ { f = 1; print; print ""; next } f && /^\|/ { print; t = 1; next } f && t { exit }' \
+            "$outdir/kernels.md"
     else
         echo "(no kernel results)"
     fi
