@@ -291,7 +291,7 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     if [[ -s "$outdir/kernels.md" ]]; then
         grep -E '^- device copy' "$outdir/kernels.md"
         echo
-        awk -F'|' '/^\| type \|/ || /^\|---/ || ($6 + 0 == 1) { print }' "$outdir/kernels.md"
+        awk -F'|' '/^Sampling kernels/ { exit } /^\| type \|/ || /^\|---/ || ($6 + 0 == 1) { print }' "$outdir/kernels.md"
         echo
         grep -E '^qwen3-4b q4_k_m|^warning|FAILED' "$outdir/kernels.md"
         echo
