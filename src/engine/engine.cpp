@@ -439,10 +439,9 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 res.finish = FinishReason::Length;
                 break;
             }
-            float lp = 0.0f;
+            float lp = 0.0f;  // with logprobs: computed below on the unmodified logits
             std::vector<float>& lg = m.logits;
             const int32_t raw_top_n = req.n_logprobs;
-            if (raw_top_n >= 0) lp = 0.0f;  // computed below on the unmodified logits
             if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
             const int32_t id = n_cands > 0 ? sampler.sample_candidates(cand_ids.data(), cand_vals.data(), n_cands, m.resident)
                                            : sampler.sample(lg.data(), m.resident);
@@ -499,15 +498,14 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         st.decode_ms = now_ms() - t_dec;
         // decode rate counts the forward passes after the first token
         st.decode_tps = (generated > 1 && st.decode_ms > 0) ? (generated - 1) * 1000.0 / st.decode_ms : 0;
-        if (res.finish != FinishReason::Stop || true) {
-            bool dummy = false;
-            std::string tail = detok.flush();
-            std::string safe = stopper.push(tail, &dummy);
-            if (!dummy) safe += stopper.flush();
-            splitter.push(safe, parts);
-            splitter.flush(parts);
-            deliver(-1, 0.0f);
-        }
+        // Whatever ended the loop: the detokenizer's and the stop matcher's held-back text, then
+        // the final delivery.
+        bool stopped_in_tail = false;
+        std::string safe = stopper.push(detok.flush(), &stopped_in_tail);
+        if (!stopped_in_tail) safe += stopper.flush();
+        splitter.push(safe, parts);
+        splitter.flush(parts);
+        deliver(-1, 0.0f);
     } catch (const std::exception& e) {
         res.finish = FinishReason::Error;
         res.error = e.what();
