@@ -24,10 +24,10 @@
 #if JLLM_CUDA
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
