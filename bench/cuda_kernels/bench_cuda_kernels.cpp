@@ -447,8 +447,8 @@ std::vector<SamplingResult> measure_sampling(int reps, uint64_t seed, cuda::Benc
         v = static_cast<float>(u * 5.2);
     }
     for (int i = 0; i < 6; ++i) logits[static_cast<size_t>(i * 20011)] = 9.5f;  // ties at the top
-    DevBuf x(logits.size() * sizeof(float)), argmax_work(cuda::argmax_work_bytes()), out_id(cuda::TOPK_MAX * 4),
-        out_v(cuda::TOPK_MAX * 4), topk_work(cuda::topk_work_floats(SAMPLING_VOCAB, cuda::TOPK_MAX) * sizeof(float));
+    DevBuf x(logits.size() * sizeof(float)), argmax_work(cuda::argmax_work_bytes()),
+        out_id(cuda::TOPK_MAX * sizeof(int32_t)), out_v(cuda::TOPK_MAX * sizeof(float)), topk_work(cuda::topk_work_floats(SAMPLING_VOCAB, cuda::TOPK_MAX) * sizeof(float));
     cuda::upload(x.p, logits.data(), logits.size() * sizeof(float));
     cuda::dev_memset(argmax_work.p, 0, cuda::argmax_work_bytes());
     const auto* xf = static_cast<const float*>(x.p);

@@ -380,7 +380,6 @@ namespace {
 
 constexpr int TOPK_THREADS = 1024;
 constexpr int TOPK_BINS = 2048;  // the widest digit: 11 bits
-constexpr unsigned FULL_MASK = 0xFFFFFFFFu;
 
 // A value's order as an unsigned key: larger value, larger key. NaN counts as -inf, -0 as +0 (the
 // reference compares them equal, so they tie and go by index).
@@ -396,29 +395,27 @@ __device__ __forceinline__ bool topk_before(float va, int32_t ia, float vb, int3
     return va > vb || (va == vb && ia < ib);
 }
 
-// Exclusive prefix sum of v over the block's threads (in thread order); *total gets the sum. Every
-// thread calls it; `warp_sums` holds 32 values.
-__device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* warp_sums, uint32_t* total) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+// Exclusive prefix sum of v over the block's threads (in thread order). Every thread calls it;
+// `warp_sums` holds WARP values.
+__device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* warp_sums) {
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     uint32_t inc = v;
-    for (int d = 1; d < 32; d <<= 1) {
-        const uint32_t o = __shfl_up_sync(FULL_MASK, inc, d);
+    for (int d = 1; d < WARP; d <<= 1) {
+        const uint32_t o = __shfl_up_sync(0xffffffffu, inc, d);
         if (lane >= d) inc += o;
     }
-    if (lane == 31) warp_sums[warp] = inc;
+    if (lane == WARP - 1) warp_sums[warp] = inc;
     __syncthreads();
     if (warp == 0) {
-        const int n_warps = TOPK_THREADS / 32;
-        uint32_t w = lane < n_warps ? warp_sums[lane] : 0;
-        for (int d = 1; d < 32; d <<= 1) {
-            const uint32_t o = __shfl_up_sync(FULL_MASK, w, d);
+        uint32_t w = lane < TOPK_THREADS / WARP ? warp_sums[lane] : 0;
+        for (int d = 1; d < WARP; d <<= 1) {
+            const uint32_t o = __shfl_up_sync(0xffffffffu, w, d);
             if (lane >= d) w += o;
         }
         warp_sums[lane] = w;  // inclusive over warps
     }
     __syncthreads();
     const uint32_t before = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - v;
-    *total = warp_sums[TOPK_THREADS / 32 - 1];
     __syncthreads();  // warp_sums is reused by the next call
     return before;
 }
@@ -446,7 +443,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
                        float* __restrict__ out_v, int32_t* __restrict__ out_i) {
     __shared__ __align__(16) uint32_t keys[TOPK_SLICE];
     __shared__ uint32_t hist[TOPK_BINS];
-    __shared__ uint32_t warp_sums[32];
+    __shared__ uint32_t warp_sums[WARP];
     __shared__ uint32_t chosen[2];  // the digit, and how many keys sharing the prefix lie above it
     __shared__ float cv[TOPK_MAX];
     __shared__ int32_t ci[TOPK_MAX];
@@ -498,8 +495,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
         // Thread t looks at digits TOPK_BINS-1-2t and TOPK_BINS-2-2t: counts from the top down.
         const int d0 = TOPK_BINS - 1 - 2 * tid;
         const uint32_t h0 = hist[d0], h1 = hist[d0 - 1];
-        uint32_t total = 0;
-        const uint32_t above = block_exclusive_scan(h0 + h1, warp_sums, &total);
+        const uint32_t above = block_exclusive_scan(h0 + h1, warp_sums);
         if (above < need && above + h0 >= need) {
             chosen[0] = static_cast<uint32_t>(d0);
             chosen[1] = above;
@@ -519,8 +515,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     uint32_t n_eq = 0;
 #pragma unroll
     for (int j = 0; j < TOPK_PER_THREAD; ++j) n_eq += (TOPK_PER_THREAD * tid + j < len && mine[j] == T) ? 1u : 0u;
-    uint32_t all_eq = 0;
-    uint32_t eq_rank = block_exclusive_scan(n_eq, warp_sums, &all_eq);
+    uint32_t eq_rank = block_exclusive_scan(n_eq, warp_sums);
     uint32_t keep = 0;
     bool take[TOPK_PER_THREAD];
 #pragma unroll
@@ -531,8 +526,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
         take[j] = t;
         keep += t ? 1u : 0u;
     }
-    uint32_t kept = 0;
-    uint32_t slot = block_exclusive_scan(keep, warp_sums, &kept);  // kept == kb
+    uint32_t slot = block_exclusive_scan(keep, warp_sums);  // the block keeps kb in all
 #pragma unroll
     for (int j = 0; j < TOPK_PER_THREAD; ++j) {
         if (!take[j]) continue;
