@@ -1,16 +1,18 @@
-// server/openai_response.cpp — JSON builders for the OpenAI response shapes.
+// server/openai_response.cpp — JSON builders for the OpenAI response shapes, chat and
+// completion side by side, and ResponseShape choosing between them.
 #include "server/openai_response.h"
 
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 
 #include "jllm_version.h"
 
 namespace jllm::server {
 
-std::string make_response_id(const char* prefix) {
+std::string make_response_id(ResponseKind kind) {
     static std::atomic<uint64_t> counter{0};
     thread_local std::mt19937_64 rng{std::random_device{}() ^
                                      (static_cast<uint64_t>(std::random_device{}()) << 32)};
@@ -19,7 +21,7 @@ std::string make_response_id(const char* prefix) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(a),
                   static_cast<unsigned long long>(b & 0xFFFFFFFFull));
-    return std::string(prefix) + buf;
+    return std::string(kind == ResponseKind::Chat ? "chatcmpl-" : "cmpl-") + buf;
 }
 
 std::string system_fingerprint() { return std::string("jllm-") + JLLM_VERSION + "-" + JLLM_GIT_COMMIT; }
@@ -28,6 +30,8 @@ const char* openai_finish_reason(FinishReason f) {
     // Cancelled here means a server limit (timeout, shutdown) cut the answer short.
     return f == FinishReason::Stop ? "stop" : "length";
 }
+
+namespace {
 
 Json usage_json(const GenerateStats& st) {
     return Json{{"prompt_tokens", st.prompt_tokens},
@@ -48,8 +52,6 @@ Json timings_json(const GenerateStats& st) {
                 {"ttft_ms", st.ttft_ms}};
 }
 
-namespace {
-
 Json bytes_of(const std::string& s) {
     Json b = Json::array();
     for (const char c : s) b.push_back(static_cast<int>(static_cast<unsigned char>(c)));
@@ -59,8 +61,7 @@ Json bytes_of(const std::string& s) {
 // JSON has no -inf; a probability that underflowed is reported as a very small logprob.
 double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
 
-}  // namespace
-
+// One chat logprobs entry for a piece: {token, logprob, bytes, top_logprobs}.
 Json chat_logprob_entry(const Piece& p) {
     Json top = Json::array();
     for (const TokenLogprob& t : p.top) {
@@ -75,6 +76,7 @@ Json empty_completion_logprobs() {
                 {"text_offset", Json::array()}};
 }
 
+// Appends a piece to completion logprobs {tokens, token_logprobs, top_logprobs, text_offset}.
 void append_completion_logprob(Json& lp, const Piece& p, size_t text_offset, bool with_top) {
     lp["tokens"].push_back(p.text);
     lp["token_logprobs"].push_back(finite_logprob(p.logprob));
@@ -88,7 +90,6 @@ void append_completion_logprob(Json& lp, const Piece& p, size_t text_offset, boo
     lp["text_offset"].push_back(text_offset);
 }
 
-namespace {
 // The fields every response and chunk starts with.
 Json envelope(const ResponseHead& h, const char* object) {
     return Json{{"id", h.id},
@@ -97,7 +98,6 @@ Json envelope(const ResponseHead& h, const char* object) {
                 {"model", h.model},
                 {"system_fingerprint", system_fingerprint()}};
 }
-}  // namespace
 
 Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs) {
     Json msg = {{"role", "assistant"}, {"content", r.text}};
@@ -110,19 +110,12 @@ Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const 
     return j;
 }
 
+// A chunk with one choice; `delta` an object, `finish` nullptr while streaming.
 Json chat_chunk_json(const ResponseHead& h, const Json& delta, const char* finish, const Json& logprobs) {
     Json choice = {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (finish) choice["finish_reason"] = finish;
     Json j = envelope(h, "chat.completion.chunk");
     j["choices"] = Json::array({choice});
-    return j;
-}
-
-Json chat_usage_chunk_json(const ResponseHead& h, const GenerateStats& st) {
-    Json j = envelope(h, "chat.completion.chunk");
-    j["choices"] = Json::array();
-    j["usage"] = usage_json(st);
-    j["timings"] = timings_json(st);
     return j;
 }
 
@@ -143,8 +136,49 @@ Json completion_chunk_json(const ResponseHead& h, const std::string& text, const
     return j;
 }
 
-Json completion_usage_chunk_json(const ResponseHead& h, const GenerateStats& st) {
-    Json j = envelope(h, "text_completion");
+}  // namespace
+
+ResponseShape::ResponseShape(ResponseKind kind, ResponseHead head) : kind_(kind), head_(std::move(head)) {}
+
+Json ResponseShape::empty_logprobs() const {
+    return kind_ == ResponseKind::Chat ? Json{{"content", Json::array()}} : empty_completion_logprobs();
+}
+
+void ResponseShape::append_logprob(Json& logprobs, const Piece& p, size_t text_offset, bool with_top) const {
+    if (kind_ == ResponseKind::Chat) {
+        logprobs["content"].push_back(chat_logprob_entry(p));
+    } else {
+        append_completion_logprob(logprobs, p, text_offset, with_top);
+    }
+}
+
+Json ResponseShape::response(const GenerateResult& r, const char* finish, const Json& logprobs) const {
+    return kind_ == ResponseKind::Chat ? chat_completion_json(head_, r, finish, logprobs)
+                                       : completion_json(head_, r, finish, logprobs);
+}
+
+std::optional<Json> ResponseShape::opening_chunk() const {
+    if (kind_ != ResponseKind::Chat) return std::nullopt;
+    return chat_chunk_json(head_, Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+}
+
+std::optional<Json> ResponseShape::piece_chunk(const Piece& p, const Json& logprobs) const {
+    const bool content = p.channel == Channel::Content;
+    if (kind_ == ResponseKind::Chat) {
+        const Json delta = content ? Json{{"content", p.text}} : Json{{"reasoning_content", p.text}};
+        return chat_chunk_json(head_, delta, nullptr, logprobs);
+    }
+    if (!content) return std::nullopt;
+    return completion_chunk_json(head_, p.text, nullptr, logprobs);
+}
+
+Json ResponseShape::final_chunk(const char* finish) const {
+    return kind_ == ResponseKind::Chat ? chat_chunk_json(head_, Json::object(), finish, nullptr)
+                                       : completion_chunk_json(head_, "", finish, nullptr);
+}
+
+Json ResponseShape::usage_chunk(const GenerateStats& st) const {
+    Json j = envelope(head_, kind_ == ResponseKind::Chat ? "chat.completion.chunk" : "text_completion");
     j["choices"] = Json::array();
     j["usage"] = usage_json(st);
     j["timings"] = timings_json(st);

@@ -1,15 +1,21 @@
 // server/openai_response.h — OpenAI response shapes: chat.completion and its SSE chunks,
-// text_completion and its chunks, usage, logprobs, ids. llama-server's `timings` object rides
-// along for users of that server.
+// text_completion and its chunks, usage, logprobs, ids. ResponseShape is the one place where a
+// chat answer and a completion answer differ; llama-server's `timings` object rides along for
+// users of that server.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "jllm_engine.h"
 #include "server/json_util.h"
 
 namespace jllm::server {
+
+// Which endpoint an answer is for: /v1/chat/completions or /v1/completions.
+enum class ResponseKind { Chat, Completion };
 
 // What every response of one request shares.
 struct ResponseHead {
@@ -19,28 +25,40 @@ struct ResponseHead {
 };
 
 // "chatcmpl-" / "cmpl-" followed by 24 random hex digits (plus a process-wide counter mixed in).
-std::string make_response_id(const char* prefix);
+std::string make_response_id(ResponseKind kind);
 std::string system_fingerprint();
 
 const char* openai_finish_reason(FinishReason f);
 
-Json usage_json(const GenerateStats& st);
-Json timings_json(const GenerateStats& st);
+// The JSON of one answer in the shape of its endpoint. Chat: `message` / `delta` objects, the
+// role chunk first, reasoning as `reasoning_content`, logprobs {"content": [{token, logprob,
+// bytes, top_logprobs}]}. Completions: `text`, no reasoning, logprobs {tokens, token_logprobs,
+// top_logprobs, text_offset}. Both: usage and timings on the answer or the usage chunk.
+class ResponseShape {
+public:
+    ResponseShape(ResponseKind kind, ResponseHead head);
 
-// One chat logprobs entry for a piece: {token, logprob, bytes, top_logprobs}.
-Json chat_logprob_entry(const Piece& p);
-// Appends a piece to completion logprobs {tokens, token_logprobs, top_logprobs, text_offset}.
-void append_completion_logprob(Json& lp, const Piece& p, size_t text_offset, bool with_top);
-Json empty_completion_logprobs();
+    ResponseKind kind() const { return kind_; }
 
-Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs);
-// A chunk with one choice; `delta` an object, `finish` nullptr while streaming.
-Json chat_chunk_json(const ResponseHead& h, const Json& delta, const char* finish, const Json& logprobs);
-// The usage chunk: choices [] and usage.
-Json chat_usage_chunk_json(const ResponseHead& h, const GenerateStats& st);
+    // Logprobs holding no token yet; append_logprob adds a content piece whose text starts at
+    // byte `text_offset` of the answer (`with_top`: completions' top_logprobs, else null).
+    Json empty_logprobs() const;
+    void append_logprob(Json& logprobs, const Piece& p, size_t text_offset, bool with_top) const;
 
-Json completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs);
-Json completion_chunk_json(const ResponseHead& h, const std::string& text, const char* finish, const Json& logprobs);
-Json completion_usage_chunk_json(const ResponseHead& h, const GenerateStats& st);
+    // The whole answer (no streaming).
+    Json response(const GenerateResult& r, const char* finish, const Json& logprobs) const;
+
+    // Streaming: the chunk before any piece (chat: the assistant role; completions: none), one
+    // piece (none for a piece the shape does not show: completions' reasoning), the chunk with
+    // the finish reason, and the usage chunk (choices []).
+    std::optional<Json> opening_chunk() const;
+    std::optional<Json> piece_chunk(const Piece& p, const Json& logprobs) const;
+    Json final_chunk(const char* finish) const;
+    Json usage_chunk(const GenerateStats& st) const;
+
+private:
+    ResponseKind kind_;
+    ResponseHead head_;
+};
 
 }  // namespace jllm::server

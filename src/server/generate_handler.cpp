@@ -1,0 +1,234 @@
+// server/generate_handler.cpp — /v1/chat/completions and /v1/completions: validate the request,
+// turn its prompt into tokens, queue for the engine, generate, and answer in one JSON body or as
+// an SSE stream. Where the two endpoints' answers differ is ResponseShape's business
+// (openai_response.h); the stream's framing is SseStream's (sse_stream.h).
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/chat_template.h"
+#include "server/api_error.h"
+#include "server/connection_watch.h"
+#include "server/json_util.h"
+#include "server/openai_response.h"
+#include "server/request_parse.h"
+#include "server/server_impl.h"
+#include "server/sse_stream.h"
+
+namespace jllm::server {
+
+namespace {
+
+// True when the rendered prompt leaves the model inside an opened <think> block.
+bool prompt_opens_thinking(const std::string& prompt) {
+    size_t end = prompt.size();
+    while (end > 0 && (prompt[end - 1] == '\n' || prompt[end - 1] == ' ')) end--;
+    static const std::string tag = "<think>";
+    return end >= tag.size() && prompt.compare(end - tag.size(), tag.size(), tag) == 0;
+}
+
+}  // namespace
+
+void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
+                                       ResponseKind kind) {
+    if (!require_ready(res)) return;
+    Json j;
+    std::string err;
+    if (!parse_json_body(body, j, err)) return send_error(res, invalid_request(err, "", "invalid_json"));
+    auto pr = std::make_shared<ParsedRequest>();
+    const std::optional<ApiError> perr = kind == ResponseKind::Chat
+                                             ? parse_chat_request(j, opt.defaults, info.n_vocab, *pr)
+                                             : parse_completion_request(j, opt.defaults, info.n_vocab, *pr);
+    if (perr) return send_error(res, *perr);
+    if (const std::optional<ApiError> terr = tokenize_prompt(*pr)) return send_error(res, *terr);
+
+    auto job = std::make_shared<Job>();
+    job->id = make_response_id(kind);
+    job->session_id = pr->session_id;
+    job->deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
+    job->fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+
+    const uint64_t ticket = queue.enter();
+    if (ticket == 0) {
+        return send_error(res, unavailable(strfmt("the server is busy: %d requests are waiting (--max-queue)", queue.capacity()),
+                                           "queue_full", 1));
+    }
+    auto turn = std::make_shared<Turn>(queue, ticket);
+    if (!wait_turn(*job, ticket, res)) return;
+
+    ResponseHead head;
+    head.id = job->id;
+    head.created = static_cast<int64_t>(std::time(nullptr));
+    head.model = alias;
+    const ResponseShape shape(kind, std::move(head));
+    if (pr->stream) {
+        stream(shape, job, pr, turn, res);
+    } else {
+        answer(shape, job, *pr, *turn, res);
+    }
+}
+
+// The prompt as tokens: counted (context check) before queueing; the engine gets the ids.
+std::optional<ApiError> HttpServer::Impl::tokenize_prompt(ParsedRequest& pr) {
+    std::vector<int32_t> tokens;
+    const char* prompt_param = pr.chat ? "messages" : "prompt";
+    if (pr.chat) {
+        ChatRenderOptions ro;
+        ro.enable_thinking = pr.enable_thinking;
+        std::string prompt;
+        try {
+            prompt = engine.render_chat(pr.messages, ro);
+        } catch (const std::exception& e) {
+            return invalid_request(e.what(), "messages");
+        }
+        pr.gen.thinking_open = prompt_opens_thinking(prompt);
+        tokens = engine.tokenize(prompt, /*parse_special=*/true, /*add_bos=*/false);  // the template places BOS
+    } else if (pr.prompt_is_tokens) {
+        tokens = pr.prompt_tokens;
+    } else {
+        tokens = engine.tokenize(pr.prompt_text, /*parse_special=*/false, /*add_bos=*/true);
+    }
+    if (tokens.empty()) return invalid_request("the prompt is empty", prompt_param);
+    if (static_cast<int64_t>(tokens.size()) >= info.n_ctx) {
+        return invalid_request(strfmt("the prompt has %zu tokens; the context holds %lld (the prompt and at "
+                                      "least one generated token)",
+                                      tokens.size(), static_cast<long long>(info.n_ctx)),
+                               prompt_param, "context_length_exceeded");
+    }
+    pr.gen.prompt_tokens = std::move(tokens);
+    pr.gen.prompt.clear();
+    return std::nullopt;
+}
+
+// Waits in the queue until the engine is this request's; false (answered) when the server stops,
+// the deadline passes or the client hangs up first.
+bool HttpServer::Impl::wait_turn(const Job& job, uint64_t ticket, httplib::Response& res) {
+    while (!queue.wait_turn(ticket, std::chrono::milliseconds(50))) {
+        if (state.load() == State::Stopping) {
+            send_error(res, unavailable("the server is shutting down", "shutting_down", 5));
+            return false;
+        }
+        if (Clock::now() > job.deadline) {
+            metrics.count_timeout();
+            send_error(res, unavailable("timed out waiting for the engine (--timeout)", "timeout", 1));
+            return false;
+        }
+        if (connection_closed(job.fd)) {
+            metrics.count_disconnect();
+            res.status = 499;  // client closed the request; nobody reads this answer
+            return false;
+        }
+    }
+    if (state.load() == State::Stopping) {
+        send_error(res, unavailable("the server is shutting down", "shutting_down", 5));
+        return false;
+    }
+    return true;
+}
+
+// The whole answer in one JSON body.
+void HttpServer::Impl::answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
+                              Turn& turn, httplib::Response& res) {
+    Json lp = pr.logprobs ? shape.empty_logprobs() : Json(nullptr);
+    size_t offset = 0;
+    const GenerateResult r = run_generation(job, pr.gen, [&](const Piece& p) {
+        if (p.channel != Channel::Content) return true;
+        if (pr.logprobs) shape.append_logprob(lp, p, offset, pr.top_logprobs > 0);
+        offset += p.text.size();
+        return true;
+    });
+    turn.release();
+    if (r.finish == FinishReason::Error) {
+        return send_error(res, internal_error("generation failed: " + r.error));
+    }
+    if (job->cancel_reason.load() == DISCONNECT) {
+        res.status = 499;
+        return;
+    }
+    send_json(res, shape.response(r, openai_finish_reason(r.finish), lp));
+}
+
+// Streaming: headers go out when the handler returns; the provider runs the generation and
+// writes one SSE event per piece. The turn is held until the provider is done (or dropped).
+void HttpServer::Impl::stream(const ResponseShape& shape, const std::shared_ptr<Job>& job,
+                              const std::shared_ptr<ParsedRequest>& pr, const std::shared_ptr<Turn>& turn,
+                              httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, pr, turn, shape](size_t, httplib::DataSink& sink) -> bool {
+            try {
+                SseStream sse(shape, pr->logprobs, pr->top_logprobs > 0,
+                              [&sink](const char* data, size_t size) { return sink.write(data, size); });
+                bool alive = sse.open();
+                if (!alive) {
+                    job->cancel_reason.store(DISCONNECT);
+                    metrics.count_disconnect();
+                    return false;
+                }
+                const GenerateResult r = run_generation(job, pr->gen, [&](const Piece& p) {
+                    alive = sse.piece(p);
+                    if (!alive) job->cancel_reason.store(DISCONNECT);
+                    return alive;
+                });
+                turn->release();
+                if (!alive || job->cancel_reason.load() == DISCONNECT) return false;
+                if (r.finish == FinishReason::Error) {
+                    sse.error(internal_error("generation failed: " + r.error));
+                } else {
+                    sse.finish(openai_finish_reason(r.finish), pr->include_usage ? &r.stats : nullptr);
+                }
+                if (!sse.done()) return false;
+                sink.done();
+                return true;
+            } catch (const std::exception& e) {
+                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
+                turn->release();
+                return false;
+            }
+        },
+        [turn](bool) { turn->release(); });
+}
+
+GenerateResult HttpServer::Impl::run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen,
+                                                const PieceCallback& cb) {
+    {
+        std::lock_guard<std::mutex> lk(active_mu);
+        active = job;
+    }
+    GenerateResult r = engine.generate(gen, [&](const Piece& p) {
+        if (job->cancel_reason.load() != NONE) return false;
+        return cb(p);
+    });
+    {
+        std::lock_guard<std::mutex> lk(active_mu);
+        active.reset();
+    }
+    // Only the engine's turn holder reads its resident sequence.
+    kv_used.store(static_cast<int64_t>(engine.resident_tokens().size()));
+    const int reason = job->cancel_reason.load();
+    const char* label = r.finish == FinishReason::Cancelled
+                            ? (reason == TIMEOUT ? "timeout" : reason == SHUTDOWN ? "shutdown" : "cancelled")
+                            : finish_reason_name(r.finish);
+    metrics.count_generation(r.stats, label);
+    if (reason == TIMEOUT) metrics.count_timeout();
+    if (reason == DISCONNECT) metrics.count_disconnect();
+    JLLM_LOG_INFO("[server] %s finish=%s prompt=%d cached=%d completion=%d prefill=%.1f tok/s decode=%.1f tok/s "
+                  "ttft=%.0f ms%s%s%s",
+                  job->id.c_str(), label, r.stats.prompt_tokens, r.stats.reused_tokens, r.stats.completion_tokens,
+                  r.stats.prefill_tps, r.stats.decode_tps, r.stats.ttft_ms,
+                  job->session_id.empty() ? "" : " session=", job->session_id.c_str(),
+                  r.finish == FinishReason::Error ? (" error: " + r.error).c_str() : "");
+    return r;
+}
+
+}  // namespace jllm::server

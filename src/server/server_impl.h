@@ -1,0 +1,112 @@
+// server/server_impl.h — internal to server/: HttpServer::Impl (the state every handler shares),
+// a generation request while it waits or runs (Job), its place in the queue (Turn), and the
+// helpers that answer with JSON. http_server.cpp holds the lifecycle and the routes,
+// utility_handlers.cpp and generate_handler.cpp the endpoints.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "jllm_engine.h"
+#include "server/api_error.h"
+#include "server/http_server.h"
+#include "server/json_util.h"
+#include "server/metrics.h"
+#include "server/openai_response.h"
+#include "server/request_parse.h"
+#include "server/request_queue.h"
+
+namespace jllm::server {
+
+enum class State { Loading, Ready, Failed, Stopping };
+
+enum CancelReason : int { NONE = 0, DISCONNECT = 1, TIMEOUT = 2, SHUTDOWN = 3 };
+
+using Clock = std::chrono::steady_clock;
+
+// One generation request while it waits or runs.
+struct Job {
+    std::string id;
+    std::string session_id;
+    int fd = -1;                    // the client's socket, for hang-up polls (-1: unknown)
+    Clock::time_point deadline;
+    std::atomic<int> cancel_reason{NONE};
+};
+
+// The ticket of a request in RequestQueue; leaving is idempotent and happens at the latest when
+// the last owner (handler or stream provider) lets go.
+struct Turn {
+    RequestQueue& queue;
+    uint64_t ticket;
+    std::atomic<bool> released{false};
+    Turn(RequestQueue& q, uint64_t t) : queue(q), ticket(t) {}
+    ~Turn() { release(); }
+    void release() {
+        if (!released.exchange(true)) queue.leave(ticket);
+    }
+};
+
+void send_error(httplib::Response& res, const ApiError& e);
+void send_json(httplib::Response& res, const Json& j, int status = 200);
+
+struct HttpServer::Impl {
+    ServerOptions opt;
+    httplib::Server http;
+    Engine engine;
+    ModelInfo info;  // written once before state becomes Ready
+    std::string alias;
+    std::atomic<State> state{State::Loading};
+    RequestQueue queue;
+    Metrics metrics;
+    std::atomic<int64_t> kv_used{0};
+    int64_t created_unix = 0;
+    int port = -1;
+    // The socket cpp-httplib last created for listening (its socket-options hook sees each one
+    // before bind): bind() raises its backlog afterwards.
+    socket_t listen_sock = INVALID_SOCKET;
+
+    std::mutex active_mu;
+    std::shared_ptr<Job> active;  // the generating request
+
+    std::mutex stop_mu;
+    std::condition_variable stop_cv;
+    bool stop_requested = false;
+    std::atomic<bool> watchdog_stop{false};
+
+    explicit Impl(ServerOptions o) : opt(std::move(o)), queue(opt.max_queue) {}
+
+    void setup_routes();
+    void watchdog_loop();
+
+    bool require_ready(httplib::Response& res) const;
+    bool authorized(const httplib::Request& req, httplib::Response& res) const;
+    bool read_body(const httplib::ContentReader& reader, httplib::Response& res, std::string& body) const;
+
+    void handle_health(httplib::Response& res);
+    void handle_models(httplib::Response& res);
+    void handle_metrics(httplib::Response& res);
+    void handle_tokenize(const std::string& body, httplib::Response& res);
+    void handle_detokenize(const std::string& body, httplib::Response& res);
+
+    // The generation path (generate_handler.cpp): validate, tokenize, queue, then answer or stream.
+    void handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
+                         ResponseKind kind);
+    std::optional<ApiError> tokenize_prompt(ParsedRequest& pr);
+    bool wait_turn(const Job& job, uint64_t ticket, httplib::Response& res);
+    void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr, Turn& turn,
+                httplib::Response& res);
+    void stream(const ResponseShape& shape, const std::shared_ptr<Job>& job, const std::shared_ptr<ParsedRequest>& pr,
+                const std::shared_ptr<Turn>& turn, httplib::Response& res);
+    GenerateResult run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen, const PieceCallback& cb);
+};
+
+}  // namespace jllm::server

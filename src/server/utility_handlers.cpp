@@ -1,0 +1,136 @@
+// server/utility_handlers.cpp — the endpoints that do not generate: /health, /v1/models,
+// /metrics, /tokenize and /detokenize.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/json_util.h"
+#include "server/metrics.h"
+#include "server/server_impl.h"
+
+namespace jllm::server {
+
+namespace {
+
+// The body as a JSON object; false once a 400 has been sent.
+bool parse_object_body(const std::string& body, httplib::Response& res, Json& j) {
+    std::string err;
+    if (!parse_json_body(body, j, err)) {
+        send_error(res, invalid_request(err, "", "invalid_json"));
+        return false;
+    }
+    if (!j.is_object()) {
+        send_error(res, invalid_request("the request body must be a JSON object"));
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+void HttpServer::Impl::handle_health(httplib::Response& res) {
+    const State s = state.load();
+    const char* status = s == State::Ready ? "ok" : s == State::Loading ? "loading" : s == State::Stopping ? "shutting_down" : "error";
+    Json j = {{"status", status}, {"model", alias}};
+    if (s == State::Ready || s == State::Stopping) {
+        j["model_info"] = {{"path", info.path}, {"arch", info.arch}, {"name", info.name}, {"backend", info.backend},
+                           {"device", info.device}, {"n_ctx", info.n_ctx}, {"n_ctx_train", info.n_ctx_train},
+                           {"n_vocab", info.n_vocab}};
+        j["memory"] = {{"weight_bytes", info.weight_bytes}, {"kv_bytes", info.kv_bytes}, {"kv_type", info.kv_type},
+                       {"file_bytes", info.file_bytes}, {"process_rss_bytes", process_rss_bytes()}};
+        j["kv"] = {{"used_tokens", kv_used.load()}, {"n_ctx", info.n_ctx}};
+    } else {
+        j["model_info"] = nullptr;
+        j["memory"] = nullptr;
+        j["kv"] = nullptr;
+    }
+    j["queue"] = {{"waiting", queue.waiting()}, {"capacity", queue.capacity()}, {"generating", queue.busy()}};
+    j["thermal"] = nullptr;  // the Jetson HAL is not wired in yet
+    j["power"] = nullptr;
+    send_json(res, j, s == State::Ready ? 200 : 503);
+    if (s == State::Loading) res.set_header("Retry-After", "5");
+}
+
+void HttpServer::Impl::handle_models(httplib::Response& res) {
+    if (!require_ready(res)) return;
+    Json model = {{"id", alias},
+                  {"object", "model"},
+                  {"created", created_unix},
+                  {"owned_by", "jetson-llm"},
+                  {"meta", {{"arch", info.arch}, {"n_ctx", info.n_ctx}, {"n_ctx_train", info.n_ctx_train},
+                            {"n_vocab", info.n_vocab}, {"n_embd", info.n_embd}, {"size", info.file_bytes}}}};
+    send_json(res, Json{{"object", "list"}, {"data", Json::array({model})}});
+}
+
+void HttpServer::Impl::handle_metrics(httplib::Response& res) {
+    GaugeSnapshot g;
+    g.queue_waiting = queue.waiting();
+    g.queue_capacity = queue.capacity();
+    g.generating = queue.busy();
+    g.ready = state.load() == State::Ready;
+    if (g.ready || state.load() == State::Stopping) {
+        g.n_ctx = info.n_ctx;
+        g.weight_bytes = info.weight_bytes;
+        g.kv_bytes = info.kv_bytes;
+    }
+    g.kv_used_tokens = kv_used.load();
+    g.rss_bytes = process_rss_bytes();
+    res.status = 200;
+    res.set_content(metrics.render(g), "text/plain; version=0.0.4");
+}
+
+void HttpServer::Impl::handle_tokenize(const std::string& body, httplib::Response& res) {
+    Json j;
+    if (!require_ready(res) || !parse_object_body(body, res, j)) return;
+    const auto c = j.find("content");
+    if (c == j.end() || !c->is_string()) return send_error(res, invalid_request("'content' must be a string", "content"));
+    bool add_special = false, parse_special = false, with_pieces = false;
+    for (auto [key, dst] : {std::pair<const char*, bool*>{"add_special", &add_special},
+                            {"parse_special", &parse_special}, {"with_pieces", &with_pieces}}) {
+        const auto it = j.find(key);
+        if (it == j.end() || it->is_null()) continue;
+        if (!it->is_boolean()) return send_error(res, invalid_request(std::string("'") + key + "' must be a boolean", key));
+        *dst = it->get<bool>();
+    }
+    const std::vector<int32_t> ids = engine.tokenize(c->get<std::string>(), parse_special, add_special);
+    Json tokens = Json::array();
+    for (const int32_t id : ids) {
+        if (!with_pieces) {
+            tokens.push_back(id);
+            continue;
+        }
+        const std::string piece = engine.detokenize({id});
+        Json p = {{"id", id}};
+        if (is_valid_utf8(piece)) {
+            p["piece"] = piece;
+        } else {
+            Json bytes = Json::array();
+            for (const char ch : piece) bytes.push_back(static_cast<int>(static_cast<unsigned char>(ch)));
+            p["piece"] = bytes;
+        }
+        tokens.push_back(p);
+    }
+    send_json(res, Json{{"tokens", tokens}});
+}
+
+void HttpServer::Impl::handle_detokenize(const std::string& body, httplib::Response& res) {
+    Json j;
+    if (!require_ready(res) || !parse_object_body(body, res, j)) return;
+    const auto t = j.find("tokens");
+    if (t == j.end() || !t->is_array()) return send_error(res, invalid_request("'tokens' must be an array of token ids", "tokens"));
+    std::vector<int32_t> ids;
+    ids.reserve(t->size());
+    for (const Json& v : *t) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= info.n_vocab) {
+            return send_error(res, invalid_request(strfmt("'tokens' must hold integers in [0, %lld)",
+                                                          static_cast<long long>(info.n_vocab)), "tokens"));
+        }
+        ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+    }
+    send_json(res, Json{{"content", engine.detokenize(ids)}});
+}
+
+}  // namespace jllm::server
