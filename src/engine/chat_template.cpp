@@ -1,251 +1,26 @@
-// engine/chat_template.cpp — the built-in chat template renderers and their helpers.
-// Each renderer mirrors one Jinja template statement by statement, so the comments name the
-// template behaviour being reproduced (docs/chat_templates.md has the overview). JSON that the
-// templates print through `tojson` is re-serialised here the way Python's json.dumps does it.
+// engine/chat_template.cpp — the built-in chat template renderers, template detection and
+// OpenAI message parsing. Each renderer mirrors one Jinja template statement by statement, so the
+// comments name the template behaviour being reproduced (docs/chat_templates.md has the
+// overview). JSON the templates print through `tojson` goes through engine/python_json.h; the
+// Python string methods they call are in engine/python_str.h.
 #include "engine/chat_template.h"
 
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <ctime>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
+#include "engine/python_json.h"
+#include "engine/python_str.h"
 
 namespace jllm {
 
-using OrderedJson = nlohmann::ordered_json;
-
-// ---------------------------------------------------------------------------------------------
-// Python-compatible JSON serialisation (json.dumps with ensure_ascii=False, sort_keys=False).
-
 namespace {
-
-// Python's float repr: the shortest digit string that round-trips, printed in fixed notation
-// when the decimal exponent is in [-4, 16), else as d.ddde+XX (at least two exponent digits).
-std::string python_float_repr(double v) {
-    if (std::isnan(v)) return "NaN";
-    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-    if (v == 0.0) return std::signbit(v) ? "-0.0" : "0.0";
-
-    char buf[40];
-    for (int prec = 1; prec <= 17; ++prec) {
-        std::snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
-        if (std::strtod(buf, nullptr) == v) break;
-    }
-    // buf = [-]d[.ddd]e(+|-)XX
-    std::string s(buf);
-    bool neg = false;
-    if (s[0] == '-') {
-        neg = true;
-        s.erase(0, 1);
-    }
-    const size_t epos = s.find('e');
-    const int exp10 = std::atoi(s.c_str() + epos + 1);
-    std::string digits;
-    for (size_t i = 0; i < epos; ++i) {
-        if (s[i] != '.') digits += s[i];
-    }
-    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
-
-    std::string out = neg ? "-" : "";
-    const int decpt = exp10 + 1;  // value = 0.DIGITS * 10^decpt
-    if (decpt > -4 && decpt <= 16) {
-        if (decpt <= 0) {
-            out += "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
-        } else if (static_cast<size_t>(decpt) >= digits.size()) {
-            out += digits + std::string(static_cast<size_t>(decpt) - digits.size(), '0') + ".0";
-        } else {
-            out += digits.substr(0, static_cast<size_t>(decpt)) + "." +
-                   digits.substr(static_cast<size_t>(decpt));
-        }
-    } else {
-        out += digits.substr(0, 1);
-        if (digits.size() > 1) out += "." + digits.substr(1);
-        char ebuf[16];
-        std::snprintf(ebuf, sizeof(ebuf), "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
-        out += ebuf;
-    }
-    return out;
-}
-
-// Escapes only what json.dumps(ensure_ascii=False) escapes: '"', '\\' and C0 controls.
-void python_json_string(const std::string& s, std::string& out) {
-    out += '"';
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            default:
-                if (c < 0x20) {
-                    char esc[8];
-                    std::snprintf(esc, sizeof(esc), "\\u%04x", c);
-                    out += esc;
-                } else {
-                    out += ch;
-                }
-        }
-    }
-    out += '"';
-}
-
-void python_json_value(const OrderedJson& j, int indent, int level, std::string& out) {
-    const auto newline = [&](int lvl) {
-        out += '\n';
-        out.append(static_cast<size_t>(indent) * static_cast<size_t>(lvl), ' ');
-    };
-    const char* item_sep = indent >= 0 ? "," : ", ";
-    switch (j.type()) {
-        case OrderedJson::value_t::null: out += "null"; break;
-        case OrderedJson::value_t::boolean: out += j.get<bool>() ? "true" : "false"; break;
-        case OrderedJson::value_t::number_integer: out += std::to_string(j.get<int64_t>()); break;
-        case OrderedJson::value_t::number_unsigned: out += std::to_string(j.get<uint64_t>()); break;
-        case OrderedJson::value_t::number_float: out += python_float_repr(j.get<double>()); break;
-        case OrderedJson::value_t::string: python_json_string(j.get_ref<const std::string&>(), out); break;
-        case OrderedJson::value_t::array: {
-            if (j.empty()) {
-                out += "[]";
-                break;
-            }
-            out += '[';
-            bool first = true;
-            for (const auto& el : j) {
-                if (!first) out += item_sep;
-                first = false;
-                if (indent >= 0) newline(level + 1);
-                python_json_value(el, indent, level + 1, out);
-            }
-            if (indent >= 0) newline(level);
-            out += ']';
-            break;
-        }
-        case OrderedJson::value_t::object: {
-            if (j.empty()) {
-                out += "{}";
-                break;
-            }
-            out += '{';
-            bool first = true;
-            for (auto it = j.begin(); it != j.end(); ++it) {
-                if (!first) out += item_sep;
-                first = false;
-                if (indent >= 0) newline(level + 1);
-                python_json_string(it.key(), out);
-                out += ": ";
-                python_json_value(it.value(), indent, level + 1, out);
-            }
-            if (indent >= 0) newline(level);
-            out += '}';
-            break;
-        }
-        default:
-            throw JllmError("chat template: JSON value of an unsupported type (binary)");
-    }
-}
-
-std::string dumps(const OrderedJson& j, int indent = -1) {
-    std::string out;
-    python_json_value(j, indent, 0, out);
-    return out;
-}
-
-OrderedJson parse_json(std::string_view text, const char* what) {
-    try {
-        return OrderedJson::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::exception& e) {
-        throw JllmError(strfmt("chat template: %s is not valid JSON (%s)", what, e.what()));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// String helpers with the semantics of the Python methods the templates call.
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) {
-    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
-
-std::string lstrip_nl(std::string_view s) {
-    size_t b = 0;
-    while (b < s.size() && s[b] == '\n') ++b;
-    return std::string(s.substr(b));
-}
-std::string rstrip_nl(std::string_view s) {
-    size_t e = s.size();
-    while (e > 0 && s[e - 1] == '\n') --e;
-    return std::string(s.substr(0, e));
-}
-std::string strip_nl(std::string_view s) { return lstrip_nl(rstrip_nl(s)); }
-
-// Python's str.isspace() code points (Jinja's `trim` is str.strip()).
-bool is_python_space(uint32_t cp) {
-    return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0x202f || cp == 0x205f || cp == 0x3000;
-}
-
-// Decodes the UTF-8 sequence at s[i..]; returns its length, 0 when malformed.
-size_t utf8_decode(std::string_view s, size_t i, uint32_t& cp) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    if (b0 < 0x80) {
-        cp = b0;
-        return 1;
-    } else if ((b0 & 0xe0) == 0xc0) {
-        len = 2;
-        cp = b0 & 0x1f;
-    } else if ((b0 & 0xf0) == 0xe0) {
-        len = 3;
-        cp = b0 & 0x0f;
-    } else if ((b0 & 0xf8) == 0xf0) {
-        len = 4;
-        cp = b0 & 0x07;
-    } else {
-        return 0;
-    }
-    if (i + len > s.size()) return 0;
-    for (size_t k = 1; k < len; ++k) {
-        const auto b = static_cast<unsigned char>(s[i + k]);
-        if ((b & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (b & 0x3f);
-    }
-    return len;
-}
-
-std::string python_strip(std::string_view s) {
-    size_t b = 0;
-    while (b < s.size()) {
-        uint32_t cp = 0;
-        const size_t len = utf8_decode(s, b, cp);
-        if (len == 0 || !is_python_space(cp)) break;
-        b += len;
-    }
-    size_t e = s.size();
-    while (e > b) {
-        size_t start = e - 1;
-        while (start > b && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80) --start;
-        uint32_t cp = 0;
-        const size_t len = utf8_decode(s, start, cp);
-        if (len != e - start || !is_python_space(cp)) break;
-        e = start;
-    }
-    return std::string(s.substr(b, e - b));
-}
 
 // Tool definitions as the templates print them: one json.dumps per array element.
 std::vector<OrderedJson> parse_tools(const std::string& tools_json) {
     std::vector<OrderedJson> tools;
     if (tools_json.empty()) return tools;
-    const OrderedJson j = parse_json(tools_json, "tools");
+    const OrderedJson j = parse_ordered_json(tools_json, "tools");
     if (j.is_null()) return tools;
     if (!j.is_array()) {
         throw JllmError(strfmt("chat template: tools must be a JSON array, got %s", j.type_name()));
@@ -324,7 +99,7 @@ std::string render_qwen3(const std::vector<ChatMessage>& msgs, const ChatRenderO
         if (msgs[0].role == "system") out += msgs[0].content + "\n\n";
         out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-        for (const OrderedJson& t : tools) out += "\n" + dumps(t);
+        for (const OrderedJson& t : tools) out += "\n" + python_json_dumps_value(t);
         out += "\n</tools>\n\nFor each function call, return a json object with function name and "
                "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
                "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
@@ -460,7 +235,7 @@ std::string render_llama3(const std::vector<ChatMessage>& msgs, const ChatRender
                "with its proper arguments that best answers the given prompt.\n\n"
                "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
                "argument name and its value}.Do not use variables.\n\n";
-        for (const OrderedJson& t : tools) out += dumps(t, 4) + "\n\n";
+        for (const OrderedJson& t : tools) out += python_json_dumps_value(t, 4) + "\n\n";
         out += python_strip(msgs[first].content) + "<|eot_id|>";
         ++first;
     }
@@ -476,7 +251,9 @@ std::string render_llama3(const std::vector<ChatMessage>& msgs, const ChatRender
             const ChatToolCall& tc = m.tool_calls[0];
             check_arguments(tc);
             const std::string params =
-                tc.arguments.empty() ? "{}" : dumps(parse_json(tc.arguments, "tool-call arguments"));
+                tc.arguments.empty()
+                    ? "{}"
+                    : python_json_dumps_value(parse_ordered_json(tc.arguments, "tool-call arguments"));
             out += llama3_header("assistant") + "{\"name\": \"" + tc.name +
                    "\", \"parameters\": " + params + "}<|eot_id|>";
         } else if (m.role == "tool" || m.role == "ipython") {
@@ -583,7 +360,7 @@ std::string render_chat(ChatTemplateKind kind, const std::vector<ChatMessage>& m
 }
 
 std::vector<ChatMessage> chat_messages_from_json(std::string_view messages_json) {
-    const OrderedJson j = parse_json(messages_json, "messages");
+    const OrderedJson j = parse_ordered_json(messages_json, "messages");
     if (!j.is_array()) {
         throw JllmError(strfmt("messages must be a JSON array, got %s", j.type_name()));
     }
@@ -643,7 +420,7 @@ std::vector<ChatMessage> chat_messages_from_json(std::string_view messages_json)
                 } else if (args->is_string()) {
                     tc.arguments = args->get<std::string>();
                 } else {
-                    tc.arguments = dumps(*args);
+                    tc.arguments = python_json_dumps_value(*args);
                 }
                 msg.tool_calls.push_back(std::move(tc));
             }
@@ -651,10 +428,6 @@ std::vector<ChatMessage> chat_messages_from_json(std::string_view messages_json)
         out.push_back(std::move(msg));
     }
     return out;
-}
-
-std::string python_json_dumps(std::string_view json_text, int indent) {
-    return dumps(parse_json(json_text, "input"), indent);
 }
 
 }  // namespace jllm

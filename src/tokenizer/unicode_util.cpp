@@ -1,4 +1,4 @@
-// tokenizer/unicode_util.cpp — UTF-8 validation / lossy decoding, the byte-level alphabet, NFC.
+// tokenizer/unicode_util.cpp — UTF-8 validation / decoding / lossy decoding, the byte-level alphabet, NFC.
 #include "tokenizer/unicode_util.h"
 
 #include <cstdlib>
@@ -54,6 +54,19 @@ size_t utf8_valid_len(std::string_view s, size_t i) {
     bool complete = false;
     const size_t n = utf8_scan(s, i, &complete, nullptr);
     return complete ? n : 0;
+}
+
+size_t utf8_decode(std::string_view s, size_t i, uint32_t* cp) {
+    const size_t n = utf8_valid_len(s, i);
+    if (n == 0) return 0;
+    const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(s[i + k])); };
+    switch (n) {
+        case 1: *cp = b(0); break;
+        case 2: *cp = ((b(0) & 0x1Fu) << 6) | (b(1) & 0x3Fu); break;
+        case 3: *cp = ((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu); break;
+        default: *cp = ((b(0) & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) | ((b(2) & 0x3Fu) << 6) | (b(3) & 0x3Fu);
+    }
+    return n;
 }
 
 bool utf8_is_valid(std::string_view s) {

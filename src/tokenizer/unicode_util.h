@@ -1,6 +1,7 @@
-// tokenizer/unicode_util.h — the UTF-8 and Unicode helpers the tokenizer needs: lossy decoding of
-// arbitrary bytes (invalid sequences become U+FFFD exactly as Python's errors="replace" does),
-// the GPT-2 byte <-> printable-character map of byte-level BPE, and NFC via utf8proc.
+// tokenizer/unicode_util.h — the UTF-8 and Unicode helpers the tokenizer needs: strict decoding,
+// lossy decoding of arbitrary bytes (invalid sequences become U+FFFD exactly as Python's
+// errors="replace" does), the GPT-2 byte <-> printable-character map of byte-level BPE, and NFC
+// via utf8proc.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,11 @@ inline size_t utf8_lead_len(uint8_t c) {
     if (c < 0xF0) return 3;
     return 4;
 }
+
+// Decodes the well-formed UTF-8 character at s[i] into *cp and returns its length; returns 0
+// (and leaves *cp alone) where utf8_valid_len does: overlongs, surrogates and bytes that do not
+// form a character are not decoded.
+size_t utf8_decode(std::string_view s, size_t i, uint32_t* cp);
 
 // True when every byte sequence in s is well-formed UTF-8.
 bool utf8_is_valid(std::string_view s);

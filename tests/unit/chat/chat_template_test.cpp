@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "engine/chat_template.h"
+#include "engine/python_json.h"
 
 namespace {
 
