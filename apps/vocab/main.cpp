@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "jllm_version.h"
 #include "tokenizer/hf_import.h"
 #include "tokenizer/tokenizer.h"

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "synth/quant_recipe.h"
 
 namespace jllm {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "synth/synth_quant.h"
 #include "synth/synth_rng.h"
 #include "tokenizer/hf_import.h"

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace jllm {

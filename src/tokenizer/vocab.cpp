@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace jllm {

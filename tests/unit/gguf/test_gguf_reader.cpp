@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "test_paths.h"
 
 using namespace jllm;

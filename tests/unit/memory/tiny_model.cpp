@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "quant/quant_blocks.h"
 #include "quant/quant_ref.h"
 #include "test_paths.h"

@@ -11,6 +11,7 @@
 
 #include "core/fp16.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "quant/quant_types.h"
 #include "engine/chat_template.h"
 #include "jllm_engine.h"

@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "synth/synth_model.h"
 #include "synth/synth_rng.h"
 #include "synth_test_util.h"

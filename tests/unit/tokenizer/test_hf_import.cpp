@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "test_paths.h"
 #include "tok_test_util.h"
 #include "tokenizer/hf_import.h"

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "test_paths.h"
 #include "tokenizer/hf_import.h"
 
