@@ -2,7 +2,7 @@
 // weight type, decode (1 token) and prefill (64 tokens) shapes, 1 and 2 threads. Weights rotate
 // over enough copies (>= 256 MiB) that every call streams them from DRAM, as a real decode
 // step does; BM_read_bandwidth is what the memory system gives a plain sum loop, for scale.
-// JLLM_CPU_SIMD=scalar|avx2|avx512 picks the kernel level.
+// JLLM_CPU_SIMD=scalar|avx2|avx512 picks the kernel level (backend/backend_options.h).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/env_options.h"
 #include "backend/cpu/matmul.h"
 #include "core/thread_pool.h"
 #include "quant/quant_blocks.h"
@@ -20,6 +21,12 @@ namespace {
 using namespace jllm;
 
 constexpr size_t ROTATE_BYTES = size_t{256} << 20;
+
+// The kernels' SIMD level: JLLM_CPU_SIMD's, read once as the engine reads it.
+SimdLevel level() {
+    static const SimdLevel l = backend_options_from_env().cpu.simd;
+    return l;
+}
 
 ThreadPool& pool_for(int threads) {
     static std::map<int, std::unique_ptr<ThreadPool>> pools;
@@ -72,7 +79,7 @@ void BM_matmul(benchmark::State& state) {
     size_t c = 0;
     for (auto _ : state) {
         const MatmulWeight w{all.data() + c * wbytes, type, n_in, n_out};
-        matmul_cpu(pool, w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size());
+        matmul_cpu(pool, w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size(), level());
         benchmark::DoNotOptimize(y.data());
         c = (c + 1) % copies;
     }
@@ -82,7 +89,7 @@ void BM_matmul(benchmark::State& state) {
     state.counters["GMAC/s"] = benchmark::Counter(
         static_cast<double>(state.iterations()) * static_cast<double>(n_in * n_out * n_tokens) * 1e-9,
         benchmark::Counter::kIsRate);
-    state.SetLabel(std::string(type_name(type)) + " " + simd_level_name(simd_level_active()));
+    state.SetLabel(std::string(type_name(type)) + " " + simd_level_name(level()));
 }
 
 // Plain read bandwidth: sum of a 256 MiB buffer split over the pool.
@@ -165,20 +172,20 @@ void BM_qwen3_0p6b_matmuls(benchmark::State& state) {
         for (const Layer& L : layers) {
             const MatmulWeight qkv[3] = {L.wq, L.wk, L.wv};
             float* const yqkv[3] = {yq.data(), yk.data(), yv.data()};
-            matmul_multi_cpu(pool, qkv, 3, x.data(), n_tokens, yqkv, scratch.data(), scratch.size());
-            matmul_cpu(pool, L.wo, x.data(), n_tokens, yo.data(), scratch.data(), scratch.size());
+            matmul_multi_cpu(pool, qkv, 3, x.data(), n_tokens, yqkv, scratch.data(), scratch.size(), level());
+            matmul_cpu(pool, L.wo, x.data(), n_tokens, yo.data(), scratch.data(), scratch.size(), level());
             const MatmulWeight gu[2] = {L.wg, L.wu};
             float* const ygu[2] = {yg.data(), yu.data()};
-            matmul_multi_cpu(pool, gu, 2, x.data(), n_tokens, ygu, scratch.data(), scratch.size());
-            matmul_cpu(pool, L.wd, x.data(), n_tokens, yd.data(), scratch.data(), scratch.size());
+            matmul_multi_cpu(pool, gu, 2, x.data(), n_tokens, ygu, scratch.data(), scratch.size(), level());
+            matmul_cpu(pool, L.wd, x.data(), n_tokens, yd.data(), scratch.data(), scratch.size(), level());
         }
-        matmul_cpu(pool, w_out, x.data(), 1, logits.data(), scratch.data(), scratch.size());
+        matmul_cpu(pool, w_out, x.data(), 1, logits.data(), scratch.data(), scratch.size(), level());
         benchmark::DoNotOptimize(logits.data());
     }
     state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n_tokens),
                                                  benchmark::Counter::kIsRate);
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weight_bytes));
-    state.SetLabel(std::string("matmuls only, ") + simd_level_name(simd_level_active()));
+    state.SetLabel(std::string("matmuls only, ") + simd_level_name(level()));
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {

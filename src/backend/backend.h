@@ -1,5 +1,6 @@
 // backend/backend.h — the one Backend interface (DESIGN.md "Contracts"): forward a batch of
-// tokens into a KV cache the backend owns. CPU and CUDA implement it; the engine picks one at run
+// tokens into a KV cache the backend owns, or run one decode step that ends in a token selection
+// on the backend's device. CPU and CUDA implement it; backend/backend_registry.h makes one at run
 // time. Nothing here includes a CUDA header.
 #pragma once
 
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "jllm_engine.h"
+#include "jllm_types.h"
 
 namespace jllm {
 
@@ -26,6 +27,18 @@ struct KvBlob {
     std::vector<uint8_t> bytes;
 };
 
+// The canonical layout's parts: a K (or V) row of every KV head at one position, its scales
+// (INT8; none for FP16), and one layer's bytes for n_pos positions.
+struct KvRowBytes {
+    size_t row = 0;        // n_head_kv * head_dim * (1 or 2)
+    size_t scale_row = 0;  // n_head_kv * 2 (INT8), 0 (FP16)
+    size_t layer(int n_pos) const { return 2 * static_cast<size_t>(n_pos) * (row + scale_row); }
+};
+KvRowBytes kv_row_bytes(const ModelConfig& c, KvType t);
+// write_kv's checks of a blob for positions [pos0, pos0 + in.n_pos) of a cache of n_ctx positions
+// and n_layer layers of type t: throws JllmError naming what does not match.
+void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx);
+
 struct BackendMemory {
     bool unified = true;            // device memory is host memory (CPU, Jetson)
     int64_t device_total = -1;      // bytes, -1 unknown
@@ -36,12 +49,30 @@ struct BackendMemory {
     // Device bytes this backend has taken since its context existed (CUDA: free memory measured
     // after context creation minus free memory now; the context itself excluded). -1 unknown.
     int64_t device_used = -1;
+    // What the backend's runtime costs beyond its pools, an estimate the memory plan budgets
+    // before anything is allocated (CUDA: driver, module images, streams; the CPU: none).
+    int64_t context_estimate = 0;
 };
+
+// Debug hook: when set, the forward pass reports named per-layer activations ("l3.attn",
+// [n_tokens][width]) so a CPU/GPU divergence can be pinned to one layer.
+using ActivationTap = void (*)(void* ctx, const char* name, const float* data, int64_t n_tokens, int64_t width);
+
+// What a decode step selects instead of returning its logits: the k largest logits, best first,
+// ties to the lower id (k = 1: the argmax). The sampler draws from them on the host where that
+// is exact for its parameters (engine/sampler.h, Sampler::candidates_suffice).
+struct TokenSelection {
+    int k = 1;  // 1 .. SELECT_MAX_K
+    // Tokens that may be chosen: bit (t % 32) of word t / 32 set for token t, [ceil(n_vocab / 32)]
+    // words; the others count as -inf. Null: every token.
+    const uint32_t* allowed = nullptr;
+};
+constexpr int SELECT_MAX_K = 128;
 
 class Backend {
 public:
     virtual ~Backend() = default;
-    virtual const char* name() const = 0;           // "cpu" / "cuda"
+    virtual const char* name() const = 0;           // "cpu" / "cuda": for reports, never for dispatch
     virtual std::string device_description() const = 0;
 
     // Binds weights (read in place or copied per `placement`). Called once.
@@ -53,6 +84,13 @@ public:
     // Runs `n_tokens` tokens at positions pos0.. (pos0 + n_tokens <= n_ctx; n_tokens <= n_batch),
     // writing their K/V. Logits: Last -> [n_vocab] of the last token, All -> [n_tokens, n_vocab].
     virtual void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) = 0;
+
+    // One decode step (`token` at `pos`, as forward(&token, 1, pos, Last, ..)) that ends in
+    // `sel` on the backend: ids[0..k) and their raw logits vals[0..k), best first. Only the k
+    // candidates leave the device. Returns false, having run nothing, where this backend cannot
+    // serve `sel`; the caller then runs forward() and samples the logits itself.
+    virtual bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) = 0;
+
     // A hint: the caller will pass [p, p + bytes) (or part of it) as forward()'s `logits` and keeps
     // it valid while this backend lives. A backend whose logits cross from a device may pin it
     // for faster copies (CUDA: page-locked, ~4x faster than a pageable copy of 600 KB); the CPU
@@ -74,8 +112,10 @@ public:
     virtual void write_kv(int pos0, const KvBlob& in) = 0;
 
     virtual BackendMemory memory() const = 0;
-};
 
-std::unique_ptr<Backend> create_cpu_backend(const ModelConfig& config, int n_threads);
+    // The activation tap (null turns it off). A backend whose activations live on a device copies
+    // each one to the host and synchronizes, so it is slow.
+    virtual void set_tap(ActivationTap tap, void* ctx) = 0;
+};
 
 }  // namespace jllm

@@ -5,22 +5,21 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
-#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
-#if JLLM_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/backend_registry.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "engine/chat_template.h"
+#include "engine/env_options.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
 #include "gguf/gguf.h"
+#include "jetson/jetson_hal.h"
+#include "jetson/thermal_guard.h"
 #include "memory/engine_memory.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -28,6 +27,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace jllm {
+
+const char* kv_type_name(KvType t) { return t == KvType::Int8 ? "int8" : "fp16"; }
 
 const char* finish_reason_name(FinishReason r) {
     switch (r) {
@@ -99,18 +100,11 @@ Status Engine::load(const EngineConfig& config) {
         m.gguf_template = std::string(m.file->get_string("tokenizer.chat_template").value_or(""));
         m.chat_kind = parse_chat_template_name(config.chat_template, m.gguf_template, m.mc.arch);
 
-        const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        const int threads = config.n_threads > 0 ? config.n_threads : hw;
-#if JLLM_CUDA
-        if (config.device == DeviceKind::Cuda || (config.device == DeviceKind::Auto && cuda_device_available())) {
-            m.backend = create_cuda_backend(m.mc);
-        }
-#else
-        if (config.device == DeviceKind::Cuda) {
-            throw JllmError("device 'cuda' requested but this build has no CUDA backend");
-        }
-#endif
-        if (!m.backend) m.backend = create_cpu_backend(m.mc, threads);
+        const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        const int threads = config.n_threads > 0 ? config.n_threads : cores;
+        BackendOptions bo = backend_options_from_env();
+        bo.cpu.n_threads = threads;
+        m.backend = create_backend(config.device, m.mc, bo);
 
         int n_ctx = config.n_ctx;
         if (n_ctx > m.mc.n_ctx_train) {
@@ -155,8 +149,14 @@ Status Engine::load(const EngineConfig& config) {
     info.n_ctx_train = m.mc.n_ctx_train;
     info.file_bytes = m.file->file_size();
     info.weight_bytes = m.weights.total_bytes;
+    const bool has_output = m.file->find_tensor("output.weight") != nullptr;
+    for (const GgufTensorInfo& t : m.file->tensors()) {
+        info.n_params += static_cast<uint64_t>(t.n_elements());
+        const bool one_row = t.name == "token_embd.weight" && has_output;
+        info.decode_weight_bytes += one_row ? t.nbytes / static_cast<uint64_t>(std::max<int64_t>(1, t.ne[1])) : t.nbytes;
+    }
     info.kv_bytes = static_cast<uint64_t>(Backend::kv_bytes_for(m.mc, m.n_ctx, config.kv_type));
-    info.kv_type = config.kv_type == KvType::Int8 ? "int8" : "fp16";
+    info.kv_type = kv_type_name(config.kv_type);
     info.load_ms = now_ms() - t0;
     std::lock_guard<std::mutex> lk(m.info_mu);
     m.info = info;
@@ -411,21 +411,20 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         const double t_dec = now_ms();
         int generated = 0;
         bool first = true;
-        // Decode steps on the CUDA backend sample from the GPU's top-k candidates when that is
-        // exact for these parameters (Sampler::candidates_suffice) and no logprobs are asked for.
-        [[maybe_unused]] int gpu_k = 0;  // used with the CUDA backend only
+        // Decode steps end in a selection on the backend (forward_select: only k candidates
+        // leave its device) when sampling from the k best is exact for these parameters
+        // (Sampler::candidates_suffice) and no logprobs are asked for; the sampler draws from them.
+        TokenSelection sel;
+        sel.k = 0;  // 0: every step returns its logits
         int n_cands = 0;
         std::vector<int32_t> cand_ids;
         std::vector<float> cand_vals;
-#if JLLM_CUDA
-        if (std::strcmp(m.backend->name(), "cuda") == 0 && req.n_logprobs < 0 &&
-            sampler.candidates_suffice(CUDA_TOPK_MAX, &gpu_k)) {
-            cand_ids.resize(static_cast<size_t>(gpu_k));
-            cand_vals.resize(static_cast<size_t>(gpu_k));
+        if (req.n_logprobs < 0 && sampler.candidates_suffice(SELECT_MAX_K, &sel.k)) {
+            cand_ids.resize(static_cast<size_t>(sel.k));
+            cand_vals.resize(static_cast<size_t>(sel.k));
         } else {
-            gpu_k = 0;
+            sel.k = 0;
         }
-#endif
         while (true) {
             if (generated >= max_tokens) {
                 res.finish = FinishReason::Length;
@@ -476,20 +475,12 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 break;
             }
             const int32_t pos = static_cast<int32_t>(m.resident.size());
-#if JLLM_CUDA
-            if (gpu_k > 0) {  // top-k on the GPU: only the candidates cross to the host
-                if (gpu_k == 1) {  // greedy without penalties: the argmax alone (4 bytes)
-                    cand_ids[0] = cuda_backend_forward_argmax(*m.backend, id, pos);
-                    cand_vals[0] = 0.0f;
-                } else {
-                    cuda_backend_forward_topk(*m.backend, id, pos, gpu_k, cand_ids.data(), cand_vals.data());
-                }
-                n_cands = gpu_k;
-                m.resident.push_back(id);
-                continue;
+            if (sel.k > 0 && m.backend->forward_select(id, pos, sel, cand_ids.data(), cand_vals.data())) {
+                n_cands = sel.k;
+            } else {
+                n_cands = 0;
+                m.backend->forward(&id, 1, pos, LogitsMode::Last, m.logits.data());
             }
-#endif
-            m.backend->forward(&id, 1, pos, LogitsMode::Last, m.logits.data());
             m.resident.push_back(id);
         }
         st.completion_tokens = generated;

@@ -2,22 +2,13 @@
 #include "memory/engine_memory.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "backend/backend.h"
-#include "core/log.h"
 #include "backend/cpu/cpu_pool_plan.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
 namespace jllm {
-
-int64_t backend_context_bytes(const std::string& backend_name) {
-    // A CUDA context with cuBLAS-free kernels holds on the order of a few hundred MB of host
-    // DRAM on an iGPU (driver, module images, streams); the CUDA backend should report its own
-    // number once it exists. This estimate only errs on the side of a smaller context.
-    return backend_name == "cuda" ? 256 * MIB : 0;
-}
 
 int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
                  Backend& backend, int n_threads) {
@@ -30,7 +21,7 @@ int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfi
     budget.set_device(dev);
     const bool mapped = bm.weights_bytes == 0;
     budget.set_model(static_cast<int64_t>(w.total_bytes), mapped);
-    budget.set_runtime_pending(mc.n_vocab * static_cast<int64_t>(sizeof(float)) + backend_context_bytes(backend.name()));
+    budget.set_runtime_pending(mc.n_vocab * static_cast<int64_t>(sizeof(float)) + bm.context_estimate);
 
     const int64_t model_ctx = std::max<int64_t>(1, mc.n_ctx_train);
     const int limit = cfg.n_ctx > 0 ? static_cast<int>(std::min<int64_t>(model_ctx, 1 << 24))

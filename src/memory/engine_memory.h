@@ -6,16 +6,14 @@
 #include <string>
 
 #include "jllm_engine.h"
-#include "jllm_memory.h"
+#include "memory/memory_budget.h"
+#include "memory/oom_guard.h"
 
 namespace jllm {
 
 struct ModelConfig;
 struct ModelWeights;
 class Backend;
-
-// Bytes a backend's context costs beyond its pools (estimates; the CPU backend has none).
-int64_t backend_context_bytes(const std::string& backend_name);
 
 // Chooses n_ctx for `cfg.n_ctx` (0 = largest that fits, capped at min(model, 4096); explicit
 // values up to the model's context). Throws JllmError with the numbers when it does not fit.

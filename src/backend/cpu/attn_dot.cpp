@@ -417,9 +417,7 @@ const AttnDotKernels kNeon = {dot4_f32_neon,  dot1_f32_neon, axpy4_f32_neon,
 
 }  // namespace
 
-const AttnDotKernels& attn_dot_kernels(bool scalar) {
-    if (scalar) return kScalar;
-    const SimdLevel level = simd_level_active();
+const AttnDotKernels& attn_dot_kernels(SimdLevel level) {
 #if defined(__x86_64__)
     if (level == SimdLevel::Avx512) return kAvx512;
     if (level == SimdLevel::Avx2) return kAvx2;

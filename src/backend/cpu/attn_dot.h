@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cpu/cpu_features.h"
 #include "core/fp16.h"
 
 namespace jllm {
@@ -41,7 +42,8 @@ struct AttnDotKernels {
     void (*row_f16)(const Half* v, float* out, int64_t n);
 };
 
-// The kernels for the active SIMD level (simd_level_active()); `scalar` forces the reference.
-const AttnDotKernels& attn_dot_kernels(bool scalar = false);
+// The kernels of `level` (Scalar: the reference); a level this build has no kernels for gives
+// the reference.
+const AttnDotKernels& attn_dot_kernels(SimdLevel level);
 
 }  // namespace jllm

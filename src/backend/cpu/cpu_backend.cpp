@@ -22,6 +22,7 @@
 #include "backend/cpu/cpu_pool_plan.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/rope.h"
+#include "backend/cpu/select.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/memory_pool.h"
@@ -75,11 +76,12 @@ struct LayerKv {
 
 class CpuBackend final : public Backend {
 public:
-    CpuBackend(const ModelConfig& c, int n_threads) : c_(c), pool_(n_threads) {}
+    CpuBackend(const ModelConfig& c, const CpuOptions& o)
+        : c_(c), pool_(o.n_threads), simd_(o.simd), attn_(attn_dot_kernels(o.simd)) {}
 
     const char* name() const override { return "cpu"; }
     std::string device_description() const override {
-        return strfmt("CPU, %d threads", pool_.n_threads());
+        return strfmt("CPU, %d threads, %s", pool_.n_threads(), simd_level_name(simd_));
     }
 
     void bind_weights(const ModelWeights& weights, WeightPlacement) override {
@@ -118,6 +120,7 @@ public:
         u_.bind(scratch_pool_, B * c_.n_ff);
         rope_cs_.bind(scratch_pool_, B * static_cast<size_t>(c_.n_rot));
         mm_scratch_.bind(scratch_pool_, static_cast<size_t>(mm) + 64);
+        select_logits_.bind(scratch_pool_, static_cast<size_t>(c_.n_vocab));
         const size_t nth = static_cast<size_t>(pool_.n_threads());
         const size_t tq = static_cast<size_t>(attn_tile_queries(c_));
         tile_scores_.bind(scratch_pool_, nth * tq * static_cast<size_t>(n_ctx));
@@ -128,6 +131,12 @@ public:
     }
 
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
+    bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) override {
+        if (sel.k < 1 || sel.k > SELECT_MAX_K || sel.k > c_.n_vocab) return false;
+        forward(&token, 1, pos, LogitsMode::Last, select_logits_.data());
+        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, sel.allowed, ids, vals);
+        return true;
+    }
 
     void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
 
@@ -143,7 +152,7 @@ public:
         return m;
     }
 
-    void set_tap(ActivationTap tap, void* ctx) {
+    void set_tap(ActivationTap tap, void* ctx) override {
         tap_ = tap;
         tap_ctx_ = ctx;
     }
@@ -157,7 +166,7 @@ private:
         tap_(tap_ctx_, buf, data, n_tokens, width);
     }
     void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
-        matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64);
+        matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64, simd_);
     }
     static void* align64(uint8_t* p) {
         return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
@@ -180,6 +189,8 @@ private:
     ModelConfig c_;
     const ModelWeights* w_ = nullptr;
     ThreadPool pool_;
+    SimdLevel simd_;              // every kernel's level (CpuOptions::simd)
+    const AttnDotKernels& attn_;  // attn_dot_kernels(simd_)
     std::vector<float> inv_freq_;
     int n_ctx_ = 0, n_batch_ = 1;
     KvType kv_type_ = KvType::Int8;
@@ -190,6 +201,7 @@ private:
     PoolArray<float> x_, h_, q_, k_, v_, att_, g_, u_;
     PoolArray<float> rope_cs_;  // [n_batch][n_rot]: cos, sin of each token's RoPE angles (rope_angles)
     PoolArray<uint8_t> mm_scratch_;
+    PoolArray<float> select_logits_;  // [n_vocab]: forward_select's logits
     // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
     PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim + 2]: queries, row max, sum
@@ -241,7 +253,7 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
     const int64_t n_tiles = (n_tokens + ATTN_TILE - 1) / ATTN_TILE;
     const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hd));
     const bool int8 = kv_type_ == KvType::Int8;
-    const AttnDotKernels& ak = attn_dot_kernels();
+    const AttnDotKernels& ak = attn_;
     pool_.parallel_for(nkv * n_tiles, [&](int64_t b, int64_t e, int tid) {
         float* sc = tile_scores_.data() + static_cast<size_t>(tid) * tq_max * n_ctx_;  // [nq][n_ctx]
         float* qb = tile_q_.data() + static_cast<size_t>(tid) * tq_max * (hd + 2);     // [nq][hd]
@@ -353,7 +365,7 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         const MatmulWeight qkv[3] = {as_matmul(L.wq), as_matmul(L.wk), as_matmul(L.wv)};
         float* const ys[3] = {q_.data(), k_.data(), v_.data()};
         matmul_multi_cpu(pool_, qkv, 3, h_.data(), n_tokens, ys, align64(mm_scratch_.data()),
-                         mm_scratch_.size() - 64);
+                         mm_scratch_.size() - 64, simd_);
         if (L.bq.present()) {
             const float* bq = reinterpret_cast<const float*>(L.bq.data);
             const float* bk = reinterpret_cast<const float*>(L.bk.data);
@@ -406,7 +418,8 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         for_tokens(nr, [&](int t) { rmsnorm_row(x + t * E, fn, h_.data() + t * E, E, c_.rms_eps); });
         const MatmulWeight gu[2] = {as_matmul(L.w_gate), as_matmul(L.w_up)};
         float* const gys[2] = {g_.data(), u_.data()};
-        matmul_multi_cpu(pool_, gu, 2, h_.data(), nr, gys, align64(mm_scratch_.data()), mm_scratch_.size() - 64);
+        matmul_multi_cpu(pool_, gu, 2, h_.data(), nr, gys, align64(mm_scratch_.data()), mm_scratch_.size() - 64,
+                         simd_);
         for_tokens(nr, [&](int t) {
             for (int64_t i = t * F; i < (t + 1) * F; ++i) {
                 const float g = g_[i];
@@ -429,66 +442,42 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
 
 void CpuBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
     JLLM_ASSERT(pos0 >= 0 && n_pos >= 0 && pos0 + n_pos <= n_ctx_);
-    const size_t elt = kv_type_ == KvType::Int8 ? 1 : 2;
-    const size_t row = static_cast<size_t>(c_.kv_dim()) * elt;
-    const size_t srow = static_cast<size_t>(c_.n_head_kv) * sizeof(Half);
+    const KvRowBytes rb = kv_row_bytes(c_, kv_type_);
     out.type = kv_type_;
     out.n_pos = n_pos;
     out.bytes.clear();
-    auto append = [&](const void* p, size_t n) {
-        const uint8_t* b = static_cast<const uint8_t*>(p);
-        out.bytes.insert(out.bytes.end(), b, b + n);
+    auto append = [&](const uint8_t* base, size_t row) {
+        out.bytes.insert(out.bytes.end(), base + pos0 * row, base + (pos0 + n_pos) * row);
     };
     for (const LayerKv& l : kv_) {
-        append(l.k.data() + pos0 * row, n_pos * row);
-        if (kv_type_ == KvType::Int8) append(l.k_scale.data() + pos0 * c_.n_head_kv, n_pos * srow);
-        append(l.v.data() + pos0 * row, n_pos * row);
-        if (kv_type_ == KvType::Int8) append(l.v_scale.data() + pos0 * c_.n_head_kv, n_pos * srow);
+        append(l.k.data(), rb.row);
+        if (rb.scale_row) append(reinterpret_cast<const uint8_t*>(l.k_scale.data()), rb.scale_row);
+        append(l.v.data(), rb.row);
+        if (rb.scale_row) append(reinterpret_cast<const uint8_t*>(l.v_scale.data()), rb.scale_row);
     }
 }
 
 void CpuBackend::write_kv(int pos0, const KvBlob& in) {
-    if (in.type != kv_type_) throw JllmError("kv: snapshot KV type differs from the cache's");
-    const int n_pos = in.n_pos;
-    if (pos0 < 0 || n_pos < 0 || pos0 + n_pos > n_ctx_) throw JllmError("kv: snapshot does not fit the context");
-    const size_t elt = kv_type_ == KvType::Int8 ? 1 : 2;
-    const size_t row = static_cast<size_t>(c_.kv_dim()) * elt;
-    const size_t srow = static_cast<size_t>(c_.n_head_kv) * sizeof(Half);
-    const size_t per_layer = 2 * n_pos * row + (kv_type_ == KvType::Int8 ? 2 * n_pos * srow : 0);
-    if (in.bytes.size() != per_layer * kv_.size()) throw JllmError("kv: snapshot size does not match the model");
+    check_kv_blob(in, c_, kv_type_, pos0, n_ctx_);
+    const KvRowBytes rb = kv_row_bytes(c_, kv_type_);
+    const size_t n = static_cast<size_t>(in.n_pos);
     const uint8_t* p = in.bytes.data();
+    auto take = [&](uint8_t* base, size_t row) {
+        std::memcpy(base + pos0 * row, p, n * row);
+        p += n * row;
+    };
     for (LayerKv& l : kv_) {
-        std::memcpy(l.k.data() + pos0 * row, p, n_pos * row);
-        p += n_pos * row;
-        if (kv_type_ == KvType::Int8) {
-            std::memcpy(l.k_scale.data() + pos0 * c_.n_head_kv, p, n_pos * srow);
-            p += n_pos * srow;
-        }
-        std::memcpy(l.v.data() + pos0 * row, p, n_pos * row);
-        p += n_pos * row;
-        if (kv_type_ == KvType::Int8) {
-            std::memcpy(l.v_scale.data() + pos0 * c_.n_head_kv, p, n_pos * srow);
-            p += n_pos * srow;
-        }
+        take(l.k.data(), rb.row);
+        if (rb.scale_row) take(reinterpret_cast<uint8_t*>(l.k_scale.data()), rb.scale_row);
+        take(l.v.data(), rb.row);
+        if (rb.scale_row) take(reinterpret_cast<uint8_t*>(l.v_scale.data()), rb.scale_row);
     }
 }
 
 }  // namespace
 
-int64_t Backend::kv_bytes_for(const ModelConfig& c, int n_ctx, KvType t) {
-    const int64_t per_layer_pos = c.kv_dim() * (t == KvType::Int8 ? 1 : 2) * 2 +
-                                  (t == KvType::Int8 ? c.n_head_kv * 2 * 2 : 0);
-    return per_layer_pos * n_ctx * c.n_layer;
-}
-
-std::unique_ptr<Backend> create_cpu_backend(const ModelConfig& config, int n_threads) {
-    return std::make_unique<CpuBackend>(config, n_threads);
-}
-
-void cpu_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx) {
-    CpuBackend* b = dynamic_cast<CpuBackend*>(&backend);
-    JLLM_ASSERT_MSG(b != nullptr, "not a CPU backend");
-    b->set_tap(tap, ctx);
+std::unique_ptr<Backend> create_cpu_backend(const ModelConfig& config, const CpuOptions& options) {
+    return std::make_unique<CpuBackend>(config, options);
 }
 
 }  // namespace jllm

@@ -6,16 +6,12 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/backend_options.h"
 
 namespace jllm {
 
 struct ModelConfig;
 
-// Debug hook: when set, the forward pass reports named per-layer activations
-// ("l3.attn_out", [n_tokens, width]) so CPU/GPU divergence can be pinned to one layer.
-using ActivationTap = void (*)(void* ctx, const char* name, const float* data, int64_t n_tokens, int64_t width);
-
-std::unique_ptr<Backend> create_cpu_backend(const ModelConfig& config, int n_threads);
-void cpu_backend_set_tap(Backend& backend, ActivationTap tap, void* ctx);
+std::unique_ptr<Backend> create_cpu_backend(const ModelConfig& config, const CpuOptions& options);
 
 }  // namespace jllm

@@ -1,9 +1,8 @@
-// backend/cpu/cpu_features.cpp — run-time CPU feature detection and the JLLM_CPU_SIMD override.
+// backend/cpu/cpu_features.cpp — run-time CPU feature detection and the parsing of JLLM_CPU_SIMD values.
 #include "backend/cpu/cpu_features.h"
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -132,9 +131,6 @@ bool simd_level_supported(SimdLevel level) {
     }
 }
 
-SimdLevel simd_level_active() {
-    static const SimdLevel level = simd_level_from_env(std::getenv("JLLM_CPU_SIMD"));
-    return level;
-}
+SimdLevel simd_level_best() { return best_supported(); }
 
 }  // namespace jllm

@@ -1,7 +1,7 @@
 // backend/cpu/cpu_features.h — what the CPU we run on can execute, detected once at run time,
 // and the SIMD level the CPU kernels use. The library is built without a global -march flag;
-// each SIMD kernel file enables its own instruction set and is called only when detection
-// (and the JLLM_CPU_SIMD override) allows it.
+// each SIMD kernel file enables its own instruction set and is called only at a level detection
+// allows (the CPU backend's CpuOptions::simd, backend/backend_options.h).
 #pragma once
 
 namespace jllm {
@@ -35,13 +35,12 @@ const CpuFeatures& cpu_features();
 // Whether this CPU can run kernels of `level`.
 bool simd_level_supported(SimdLevel level);
 
-// The best supported level, capped by the environment variable JLLM_CPU_SIMD
-// (scalar | avx2 | avx512 | neon) when set. An unknown value or one this CPU cannot run
-// falls back to the best supported level below it, with a warning on stderr.
-SimdLevel simd_level_active();
+// The best level this CPU supports.
+SimdLevel simd_level_best();
 
-// The level a JLLM_CPU_SIMD value selects on this CPU (nullptr or "" = best supported); what
-// simd_level_active() applies once at start-up, exposed for tests.
+// The level a JLLM_CPU_SIMD value (scalar | avx2 | avx512 | neon) selects on this CPU: nullptr or
+// "" gives the best supported; an unknown value, or one this CPU cannot run, the best supported
+// level below it, with a warning on stderr.
 SimdLevel simd_level_from_env(const char* value);
 
 }  // namespace jllm

@@ -34,7 +34,7 @@ int64_t cpu_matmul_scratch_bytes(const ModelWeights& w, int n_batch) {
 int64_t cpu_scratch_pool_bytes(const ModelConfig& c, int n_ctx, int n_batch, int n_threads, int64_t matmul_scratch) {
     const int64_t B = std::max(1, n_batch), F = sizeof(float);
     return 2 * al(B * c.n_embd * F) + 2 * al(B * c.q_dim() * F) + 2 * al(B * c.kv_dim() * F) +
-           2 * al(B * c.n_ff * F) + al(matmul_scratch + 64) + al(B * c.n_rot * F) +
+           2 * al(B * c.n_ff * F) + al(matmul_scratch + 64) + al(c.n_vocab * F) + al(B * c.n_rot * F) +
            // attention tiles: scores [n_threads][ATTN_TILE * group][n_ctx], queries
            // [n_threads][ATTN_TILE * group][head_dim + 2] (+ row max and sum), converted K/V rows
            // [n_threads][ATTN_KCHUNK][head_dim]

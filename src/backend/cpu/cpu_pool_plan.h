@@ -5,13 +5,14 @@
 // KV pool, per layer: k, v [n_ctx][n_head_kv][head_dim] int8|fp16, and for INT8
 // k_scale, v_scale [n_ctx][n_head_kv] fp16 — each slice 64-byte aligned.
 // Scratch pool: x, h [n_batch][n_embd]; q, att [n_batch][n_head*head_dim]; k, v
-// [n_batch][n_head_kv*head_dim]; g, u [n_batch][n_ff] f32; scores [n_threads][n_ctx] f32; the
-// matmul activation-quantization buffer (largest over every weight) + 64.
+// [n_batch][n_head_kv*head_dim]; g, u [n_batch][n_ff] f32; the logits of forward_select [n_vocab];
+// the RoPE angles [n_batch][n_rot]; the attention tiles (cpu_scratch_pool_bytes); the matmul
+// activation-quantization buffer (largest over every weight) + 64.
 #pragma once
 
 #include <cstdint>
 
-#include "jllm_engine.h"
+#include "jllm_types.h"
 
 namespace jllm {
 

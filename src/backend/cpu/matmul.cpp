@@ -103,8 +103,8 @@ size_t matmul_scratch_size(GgmlType w_type, int64_t n_in, int64_t n_tokens) {
 }
 
 void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
-                void* scratch, size_t scratch_bytes, const QuantDotKernel* kernel) {
-    const QuantDotKernel* k = kernel ? kernel : quant_dot_kernel(w.type);
+                void* scratch, size_t scratch_bytes, SimdLevel level) {
+    const QuantDotKernel* k = quant_dot_kernel(w.type, level);
     check_weight(w, k);
     if (n_tokens <= 0 || w.n_out <= 0) return;
     MatmulJob job;
@@ -117,18 +117,18 @@ void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t
 }
 
 void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const float* x, int64_t n_tokens,
-                      float* const* ys, void* scratch, size_t scratch_bytes) {
+                      float* const* ys, void* scratch, size_t scratch_bytes, SimdLevel level) {
     if (n_w <= 0 || n_tokens <= 0) return;
-    const QuantDotKernel* k0 = quant_dot_kernel(ws[0].type);
+    const QuantDotKernel* k0 = quant_dot_kernel(ws[0].type, level);
     bool same = n_w <= MAX_MULTI;
     for (int i = 0; i < n_w && same; i++) {
-        const QuantDotKernel* k = quant_dot_kernel(ws[i].type);
+        const QuantDotKernel* k = quant_dot_kernel(ws[i].type, level);
         check_weight(ws[i], k);
         JLLM_ASSERT_MSG(ws[i].n_in == ws[0].n_in, "matmul_multi: weights differ in n_in");
         same = k->act_type == k0->act_type;
     }
     if (!same) {  // different activation formats: one matmul each (scratch reused in turn)
-        for (int i = 0; i < n_w; i++) matmul_cpu(pool, ws[i], x, n_tokens, ys[i], scratch, scratch_bytes);
+        for (int i = 0; i < n_w; i++) matmul_cpu(pool, ws[i], x, n_tokens, ys[i], scratch, scratch_bytes, level);
         return;
     }
     MatmulJob job;
@@ -136,7 +136,7 @@ void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const f
     int64_t total = 0;
     for (int i = 0; i < n_w; i++) {
         job.seg[i] = Segment{static_cast<const char*>(ws[i].data), row_size(ws[i].type, ws[i].n_in),
-                             quant_dot_kernel(ws[i].type)->vec_dot, ys[i], ws[i].n_out, total};
+                             quant_dot_kernel(ws[i].type, level)->vec_dot, ys[i], ws[i].n_out, total};
         total += ws[i].n_out;
     }
     job.n_in = ws[0].n_in;

@@ -28,10 +28,9 @@ size_t matmul_scratch_size(GgmlType w_type, int64_t n_in, int64_t n_tokens);
 
 // y [n_tokens, n_out] = x [n_tokens, n_in] · W^T  (y row t is y + t * n_out).
 // scratch: at least matmul_scratch_size(w.type, w.n_in, n_tokens) bytes, 64-byte aligned
-// preferred. `kernel` defaults to quant_dot_kernel(w.type) (the active SIMD level).
+// preferred. The dot products are quant_dot_kernel(w.type, level)'s.
 void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t n_tokens,
-                float* y, void* scratch, size_t scratch_bytes,
-                const QuantDotKernel* kernel = nullptr);
+                float* y, void* scratch, size_t scratch_bytes, SimdLevel level);
 
 // Several weights that read the same input (Q/K/V; gate/up): x is quantized once when their
 // activation formats agree, and one parallel job covers all their rows.
@@ -40,6 +39,7 @@ void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t
 // scratch: the largest matmul_scratch_size(ws[i].type, n_in, n_tokens). Weights whose
 // activation formats differ are run one after the other, reusing the scratch.
 void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const float* x,
-                      int64_t n_tokens, float* const* ys, void* scratch, size_t scratch_bytes);
+                      int64_t n_tokens, float* const* ys, void* scratch, size_t scratch_bytes,
+                      SimdLevel level);
 
 }  // namespace jllm

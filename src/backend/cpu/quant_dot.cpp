@@ -100,10 +100,6 @@ const QuantDotKernel* quant_dot_kernel(GgmlType w_type, SimdLevel level) {
     return t.present[lv][id] ? &t.k[lv][id] : nullptr;
 }
 
-const QuantDotKernel* quant_dot_kernel(GgmlType w_type) {
-    return quant_dot_kernel(w_type, simd_level_active());
-}
-
 size_t act_row_size(GgmlType w_type, int64_t n) {
     return row_size(act_type_for(w_type), n);
 }

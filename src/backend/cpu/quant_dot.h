@@ -43,11 +43,8 @@ struct QuantDotKernel {
     VecDotFn vec_dot = nullptr;
 };
 
-// The kernel for `w_type` at the active SIMD level (simd_level_active()); nullptr when the
-// weight type has no dot product.
-const QuantDotKernel* quant_dot_kernel(GgmlType w_type);
-// The kernel at an explicit level (tests, benchmarks); nullptr when the level is not
-// supported by this CPU or the type has no dot product.
+// The kernel for `w_type` at `level`; nullptr when the level is not supported by this CPU or
+// the type has no dot product.
 const QuantDotKernel* quant_dot_kernel(GgmlType w_type, SimdLevel level);
 
 // Bytes of one activation row of n elements for weights of `w_type`.

@@ -1,8 +1,9 @@
 // backend/cuda/cuda_check.h — CUDA error checking (STYLE.md error tier 3): every runtime call
 // goes through JLLM_CUDA_CHECK (failing call, file, line, error name and text, thrown as
-// JllmError); every launch is followed by JLLM_CUDA_LAUNCH_CHECK, which with
-// JLLM_CUDA_SYNC_CHECK=1 in the environment also synchronizes so an asynchronous fault is
-// reported at the kernel that caused it. Included by .cu files only.
+// JllmError); every launch is followed by JLLM_CUDA_LAUNCH_CHECK (its launch errors). An
+// asynchronous fault surfaces at the next synchronization; the backend's CudaOptions::sync_check
+// synchronizes after every step of the forward pass to report it at the step that caused it.
+// Included by .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,7 +12,6 @@ namespace jllm {
 namespace cuda {
 
 [[noreturn]] void throw_cuda_error(cudaError_t e, const char* call, const char* file, int line);
-bool sync_check_enabled();  // JLLM_CUDA_SYNC_CHECK=1, read once
 void check_launch(const char* what, const char* file, int line);
 
 inline void check_cuda(cudaError_t e, const char* call, const char* file, int line) {

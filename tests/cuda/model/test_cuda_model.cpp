@@ -36,9 +36,11 @@
 #include "backend/cpu/rope.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
+#include "cuda_test_seams.h"
 #include "../ops/cuda_test_util.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "quant/quant_types.h"
@@ -229,19 +231,14 @@ std::vector<int32_t> random_tokens(int64_t n_vocab, int n, uint32_t seed) {
 std::vector<int32_t> schedule_tokens(int64_t n_vocab) { return random_tokens(n_vocab, TF_POS, 99); }
 
 // A CUDA backend with copied weights and an INT8 cache, with graphs or with every kernel launched
-// on the stream (JLLM_CUDA_GRAPH=0), and optionally JLLM_CUDA_ATTN_WARPS=1 (32 keys per decode
-// split; the caller restores the default with set_attention_decode_warps).
+// on the stream (CudaOptions::graphs false), and optionally one warp per block of the INT8 decode
+// attention (32 keys per decode split).
 std::unique_ptr<Backend> graph_test_backend(const TinyModel& m, int n_ctx, int n_batch, bool graphs,
                                             bool one_warp_splits = false) {
-    if (!graphs) {
-        EXPECT_EQ(::setenv("JLLM_CUDA_GRAPH", "0", 1), 0);
-    }
-    if (one_warp_splits) {
-        EXPECT_EQ(::setenv("JLLM_CUDA_ATTN_WARPS", "1", 1), 0);
-    }
-    auto b = create_cuda_backend(m.config);
-    ::unsetenv("JLLM_CUDA_GRAPH");
-    ::unsetenv("JLLM_CUDA_ATTN_WARPS");
+    CudaOptions o;
+    o.graphs = graphs;
+    if (one_warp_splits) o.attention.decode_warps = 1;
+    auto b = create_cuda_backend(m.config, o);
     b->bind_weights(m.weights, WeightPlacement::Copy);
     b->allocate(n_ctx, n_batch, KvType::Int8);
     return b;
@@ -262,6 +259,17 @@ auto backend_fwd(Backend& b) {
     };
 }
 
+// The decode step's on-device selections through Backend::forward_select.
+int32_t forward_argmax(Backend& b, int32_t token, int pos) {
+    int32_t id = -1;
+    float val = 0.0f;
+    EXPECT_TRUE(b.forward_select(token, pos, TokenSelection{1}, &id, &val));
+    return id;
+}
+void forward_topk(Backend& b, int32_t token, int pos, int k, int32_t* ids, float* vals) {
+    EXPECT_TRUE(b.forward_select(token, pos, TokenSelection{k}, ids, vals));
+}
+
 struct ModelCase {
     const char* arch;
     KvType kv;
@@ -277,7 +285,7 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
     const auto m = make_model(mc.arch, 17, mc.f16_weights);
     const int n_ctx = TF_CTX, n_batch = TF_BATCH, n_pos = TF_POS;
     const int64_t V = m->config.n_vocab;
-    auto cpu = create_cpu_backend(m->config, 2);
+    auto cpu = create_cpu_backend(m->config, CpuOptions{2});
     auto gpu = create_cuda_backend(m->config);
     cpu->bind_weights(m->weights, WeightPlacement::Auto);
     try {
@@ -319,7 +327,7 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
     std::vector<float> row(static_cast<size_t>(V));
     for (int p = n_pos; p < n_pos + 8; ++p) {
         const int32_t t = tokens[static_cast<size_t>(p - n_pos)];
-        const int32_t id = cuda_backend_forward_argmax(*gpu2, t, p);
+        const int32_t id = forward_argmax(*gpu2, t, p);
         gpu->forward(&t, 1, p, LogitsMode::Last, row.data());
         EXPECT_EQ(id, std::max_element(row.begin(), row.end()) - row.begin()) << "position " << p;
     }
@@ -333,7 +341,7 @@ TEST_P(CudaModel, TeacherForcedLogitsMatchCpu) {
     std::vector<float> vals(static_cast<size_t>(k)), ref_vals(static_cast<size_t>(k));
     for (int p = n_pos; p < n_pos + 8; ++p) {
         const int32_t t = tokens[static_cast<size_t>(p - n_pos)];
-        cuda_backend_forward_topk(*gpu3, t, p, k, ids.data(), vals.data());
+        forward_topk(*gpu3, t, p, k, ids.data(), vals.data());
         gpu2->forward(&t, 1, p, LogitsMode::Last, row.data());
         cuda::topk_ref(row.data(), V, k, ref_vals.data(), ref_ids.data());
         EXPECT_EQ(ids, ref_ids) << "position " << p;
@@ -535,17 +543,16 @@ TEST(CudaModel, DecodeGraphPerSplitCount) {
         for (int p = n_prefill; p < n_pos; ++p) b.forward(&tokens[p], 1, p, LogitsMode::Last, logits.data() + p * V);
         return logits;
     };
-    auto cpu = create_cpu_backend(m->config, 2);
+    auto cpu = create_cpu_backend(m->config, CpuOptions{2});
     cpu->bind_weights(m->weights, WeightPlacement::Auto);
     cpu->allocate(n_ctx, n_prefill, KvType::Int8);
     const std::vector<float> lc = run(*cpu);
-    ASSERT_EQ(::setenv("JLLM_CUDA_ATTN_WARPS", "1", 1), 0);
-    auto gpu = create_cuda_backend(m->config);
-    ::unsetenv("JLLM_CUDA_ATTN_WARPS");
+    CudaOptions one_warp;
+    one_warp.attention.decode_warps = 1;
+    auto gpu = create_cuda_backend(m->config, one_warp);
     gpu->bind_weights(m->weights, WeightPlacement::Copy);
     gpu->allocate(n_ctx, n_prefill, KvType::Int8);
     const std::vector<float> lg = run(*gpu);
-    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
     check_logits(lc, lg, n_pos, V, false, "decode graphs per split count");
 }
 
@@ -584,11 +591,11 @@ TEST(CudaModel, GraphRunsMatchDirectLaunches) {
         fwd(3, LogitsMode::None);
         fwd(1, LogitsMode::None);   // one token without logits: not the decode graph
         for (int i = 0; i < 4; ++i) fwd(1, LogitsMode::Last);
-        for (int i = 0; i < 3; ++i, ++pos) o.ids.push_back(cuda_backend_forward_argmax(b, tokens[static_cast<size_t>(pos)], pos));
+        for (int i = 0; i < 3; ++i, ++pos) o.ids.push_back(forward_argmax(b, tokens[static_cast<size_t>(pos)], pos));
         std::vector<int32_t> ids(8);
         std::vector<float> vals(8);
         for (int k : {8, 5}) {
-            cuda_backend_forward_topk(b, tokens[static_cast<size_t>(pos)], pos, k, ids.data(), vals.data());
+            forward_topk(b, tokens[static_cast<size_t>(pos)], pos, k, ids.data(), vals.data());
             ++pos;
             o.ids.insert(o.ids.end(), ids.begin(), ids.begin() + k);
             o.vals.insert(o.vals.end(), vals.begin(), vals.begin() + k);
@@ -672,9 +679,9 @@ TEST(CudaModel, DecodeGraphCacheIsBounded) {
                 b.forward(&t, 1, p, LogitsMode::Last, row.data());
                 o.logits.insert(o.logits.end(), row.begin(), row.end());
             } else if (k == 1) {
-                o.ids.push_back(cuda_backend_forward_argmax(b, t, p));
+                o.ids.push_back(forward_argmax(b, t, p));
             } else {
-                cuda_backend_forward_topk(b, t, p, k, ids.data(), vals.data());
+                forward_topk(b, t, p, k, ids.data(), vals.data());
                 o.ids.insert(o.ids.end(), ids.begin(), ids.begin() + k);
                 o.vals.insert(o.vals.end(), vals.begin(), vals.begin() + k);
             }
@@ -686,7 +693,6 @@ TEST(CudaModel, DecodeGraphCacheIsBounded) {
     const Out a = run(*with);
     auto without = make(false);
     const Out d = run(*without);
-    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
     EXPECT_LE(cuda_backend_graph_count(*with), 32 + 2);  // + the prefill's two layer graphs
     EXPECT_GE(cuda_backend_graph_count(*with), 3);
     ASSERT_EQ(a.logits.size(), d.logits.size());
@@ -703,28 +709,9 @@ TEST(CudaModel, DecodeGraphCacheIsBounded) {
     cuda::topk_ref(row.data(), V, 3, ref_vals.data(), ref_ids.data());
     auto top = make(true);
     top->forward(tokens.data(), n_prefill, 0, LogitsMode::Last, row.data());
-    cuda_backend_forward_topk(*top, tokens[n_prefill], n_prefill, 3, ids.data(), vals.data());
-    cuda::set_attention_decode_warps(cuda::ATTN_DECODE_WARPS_DEFAULT);
+    forward_topk(*top, tokens[n_prefill], n_prefill, 3, ids.data(), vals.data());
     EXPECT_EQ(ids, ref_ids);
     EXPECT_EQ(vals, ref_vals);
-}
-
-// Measurement knobs: a value outside the allowed ones stops the backend with an error that names
-// the knob (and leaves the knob's setting as it was).
-TEST(CudaModelKnobs, BadKnobValueIsAnError) {
-    REQUIRE_GPU();
-    const auto m = make_model("qwen3", 17);
-    for (const char* knob : {"JLLM_CUDA_ATTN_KERNEL", "JLLM_CUDA_ATTN_WARPS"}) {
-        SCOPED_TRACE(knob);
-        ASSERT_EQ(::setenv(knob, "3x", 1), 0);
-        try {
-            (void)create_cuda_backend(m->config);
-            ADD_FAILURE() << "accepted '3x'";
-        } catch (const JllmError& e) {
-            EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
-        }
-        ::unsetenv(knob);
-    }
 }
 
 TEST(CudaModelTwins, TwinSequenceMatchesCpuBackend) {
@@ -734,7 +721,7 @@ TEST(CudaModelTwins, TwinSequenceMatchesCpuBackend) {
             SCOPED_TRACE(std::string(arch) + (kv == KvType::Int8 ? " int8" : " fp16") + (f16w ? " f16-weights" : ""));
             const auto m = make_model(arch, 17, f16w);
             const int64_t V = m->config.n_vocab;
-            auto cpu = create_cpu_backend(m->config, 2);
+            auto cpu = create_cpu_backend(m->config, CpuOptions{2});
             cpu->bind_weights(m->weights, WeightPlacement::Auto);
             cpu->allocate(TF_CTX, TF_BATCH, kv);
             TwinForward twin(*m, TF_CTX, kv);
@@ -778,7 +765,7 @@ TEST(CudaModelTwins, RealModelTwinSequence) {
     };
     for (KvType kv : {KvType::Fp16, KvType::Int8}) {
         const std::string k = kv == KvType::Int8 ? "int8" : "fp16";
-        auto cpu = create_cpu_backend(m.config, 2);
+        auto cpu = create_cpu_backend(m.config, CpuOptions{2});
         cpu->bind_weights(m.weights, WeightPlacement::Auto);
         cpu->allocate(TF_CTX, TF_BATCH, kv);
         TwinForward gpu_twin(m, TF_CTX, kv), exact(m, TF_CTX, kv, true);
@@ -818,15 +805,15 @@ TEST(CudaModelDebug, PerLayerActivationsMatchCpu) {
             const std::string label = std::string(arch) + (f16w ? " f16-weights" : " quantized");
             SCOPED_TRACE(label);
             const auto m = make_model(arch, 23, f16w);
-            auto cpu = create_cpu_backend(m->config, 2);
+            auto cpu = create_cpu_backend(m->config, CpuOptions{2});
             auto gpu = create_cuda_backend(m->config);
             cpu->bind_weights(m->weights, WeightPlacement::Auto);
             gpu->bind_weights(m->weights, WeightPlacement::Copy);
             cpu->allocate(64, 16, KvType::Fp16);
             gpu->allocate(64, 16, KvType::Fp16);
             Dump dc, dg;
-            cpu_backend_set_tap(*cpu, record, &dc);
-            cuda_backend_set_tap(*gpu, record, &dg);
+            cpu->set_tap(record, &dc);
+            gpu->set_tap(record, &dg);
             std::vector<int32_t> tokens = {1, 7, 42, 299, 0, 150, 3, 3, 77, 12, 5, 200};
             const int n = static_cast<int>(tokens.size());
             std::vector<float> lc(static_cast<size_t>(n) * m->config.n_vocab), lg(lc.size());
@@ -845,8 +832,8 @@ TEST(CudaModelDebug, PerLayerActivationsMatchCpu) {
                 if (dump) std::printf("    %-14s rel RMS %.6f\n", kv.first.c_str(), e);
                 EXPECT_LE(e, f16w ? 1e-3 : 0.10) << kv.first;
             }
-            cpu_backend_set_tap(*cpu, nullptr, nullptr);
-            cuda_backend_set_tap(*gpu, nullptr, nullptr);
+            cpu->set_tap(nullptr, nullptr);
+            gpu->set_tap(nullptr, nullptr);
         }
     }
 }

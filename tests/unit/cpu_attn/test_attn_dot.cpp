@@ -14,7 +14,7 @@ using namespace jllm;
 TEST(AttnDot, OneQueryKernelsEqualAnyLaneOfTheFourQueryKernels) {
     // Bitwise: a query's result must not depend on whether it was computed alone or in a group.
     for (bool scalar : {true, false}) {
-        const AttnDotKernels& k = attn_dot_kernels(scalar);
+        const AttnDotKernels& k = attn_dot_kernels(scalar ? SimdLevel::Scalar : simd_level_best());
         std::mt19937 rng(3);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         for (int64_t n : {5, 64, 128, 131}) {
@@ -44,8 +44,8 @@ TEST(AttnDot, OneQueryKernelsEqualAnyLaneOfTheFourQueryKernels) {
 }
 
 TEST(AttnDot, MultiQueryKernelsMatchScalar) {
-    const AttnDotKernels& ref = attn_dot_kernels(true);
-    const AttnDotKernels& k = attn_dot_kernels(false);
+    const AttnDotKernels& ref = attn_dot_kernels(SimdLevel::Scalar);
+    const AttnDotKernels& k = attn_dot_kernels(simd_level_best());
     std::mt19937 rng(5);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (int64_t n : {1, 7, 8, 64, 100, 128, 131}) {
@@ -88,9 +88,9 @@ TEST(AttnDot, MultiQueryKernelsMatchScalar) {
 TEST(AttnDot, ChunkedPvEqualsOneKeyAtATime) {
     // Bitwise, against the scalar reference too: P.V over a chunk of keys is the same FMA
     // sequence per element as axpy1 key after key (element-wise, so no summation order differs).
-    const AttnDotKernels& ref = attn_dot_kernels(true);
+    const AttnDotKernels& ref = attn_dot_kernels(SimdLevel::Scalar);
     for (bool scalar : {true, false}) {
-        const AttnDotKernels& k = attn_dot_kernels(scalar);
+        const AttnDotKernels& k = attn_dot_kernels(scalar ? SimdLevel::Scalar : simd_level_best());
         std::mt19937 rng(11);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         for (int64_t n : {5, 64, 128, 131, 256}) {
@@ -114,8 +114,8 @@ TEST(AttnDot, ChunkedPvEqualsOneKeyAtATime) {
 // within 2 ulp + (the flush below e^-87.3) of std::exp, and every element takes the same path
 // whether it sits in a full vector, in a tail or alone.
 TEST(AttnDot, SoftmaxStepsMatchScalar) {
-    const AttnDotKernels& ref = attn_dot_kernels(true);
-    const AttnDotKernels& k = attn_dot_kernels(false);
+    const AttnDotKernels& ref = attn_dot_kernels(SimdLevel::Scalar);
+    const AttnDotKernels& k = attn_dot_kernels(simd_level_best());
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 6.0f);
     const float rel = 2.0f * 1.1920929e-7f, abs_floor = 1.2e-38f;  // 2 ulp; e^-87.3 flushed to 0
@@ -148,7 +148,7 @@ TEST(AttnDot, SoftmaxStepsMatchScalar) {
 }
 
 TEST(AttnDot, SimdExpWithinTwoUlpOverTheSoftmaxRange) {
-    const AttnDotKernels& k = attn_dot_kernels(false);
+    const AttnDotKernels& k = attn_dot_kernels(simd_level_best());
     std::vector<float> x, zero;
     for (float v = -87.0f; v <= 0.0f; v += 0.00731f) x.push_back(v);
     x.push_back(0.0f);

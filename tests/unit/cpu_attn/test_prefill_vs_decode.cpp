@@ -56,14 +56,14 @@ TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
     for (int i = 0; i < n; ++i) ids[i] = (i * 7919 + 13) % 150000;
     const size_t V = static_cast<size_t>(c.n_vocab);
     for (KvType kv : {KvType::Int8, KvType::Fp16}) {
-        auto a = create_cpu_backend(c, 2);
+        auto a = create_cpu_backend(c, CpuOptions{2});
         a->bind_weights(w, WeightPlacement::Auto);
         a->allocate(64, 64, kv);
         std::vector<float> batched(n * V);
         // two batches so the second sees a non-zero pos0
         a->forward(ids.data(), 30, 0, LogitsMode::All, batched.data());
         a->forward(ids.data() + 30, n - 30, 30, LogitsMode::All, batched.data() + 30 * V);
-        auto b = create_cpu_backend(c, 2);
+        auto b = create_cpu_backend(c, CpuOptions{2});
         b->bind_weights(w, WeightPlacement::Auto);
         b->allocate(64, 64, kv);
         double se = 0, sr = 0;
@@ -90,14 +90,14 @@ TEST(CpuAttention, LastLayerRowsOnlyForRequestedLogits) {
     std::vector<int32_t> ids(n);
     for (int i = 0; i < n; ++i) ids[i] = (i * 104729 + 5) % 150000;
     const size_t V = static_cast<size_t>(c.n_vocab);
-    auto a = create_cpu_backend(c, 2);
+    auto a = create_cpu_backend(c, CpuOptions{2});
     a->bind_weights(w, WeightPlacement::Auto);
     a->allocate(64, 64, KvType::Int8);
     std::vector<float> all(n * V);
     a->forward(ids.data(), n, 0, LogitsMode::All, all.data());
     // The same tokens as a batch without logits, then one with the last logits only; then a
     // decode step on the cache they left, against the same step after the All pass.
-    auto b = create_cpu_backend(c, 2);
+    auto b = create_cpu_backend(c, CpuOptions{2});
     b->bind_weights(w, WeightPlacement::Auto);
     b->allocate(64, 64, KvType::Int8);
     std::vector<float> last(V), next_a(V), next_b(V);

@@ -73,7 +73,7 @@ TEST_P(Matmul, MatchesReference) {
                 }
                 std::vector<uint8_t> scratch(matmul_scratch_size(type, n_in, n_tokens) + 1);
                 std::vector<float> y(static_cast<size_t>(n_tokens * n_out), -1e30f);
-                matmul_cpu(pool, m.w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size(), k);
+                matmul_cpu(pool, m.w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size(), level);
                 expect_matches_reference(m, x, n_tokens, y, simd_level_name(level));
                 // The same numbers as one row at a time through the dot product (tiling is exact).
                 const size_t arow = act_row_size(type, n_in);
@@ -134,7 +134,8 @@ TEST(MatmulMulti, QkvSharedInput) {
                 ys[i].assign(static_cast<size_t>(n_tokens * ws[i].n_out), -1e30f);
                 yp[i] = ys[i].data();
             }
-            matmul_multi_cpu(pool, ws, n_w, x.data(), n_tokens, yp, scratch.data(), scratch.size());
+            matmul_multi_cpu(pool, ws, n_w, x.data(), n_tokens, yp, scratch.data(), scratch.size(),
+                             simd_level_best());
             for (int i = 0; i < n_w; i++)
                 expect_matches_reference(*ms[i], x, n_tokens, ys[i], "matmul_multi");
         }

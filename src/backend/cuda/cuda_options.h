@@ -1,0 +1,22 @@
+// backend/cuda/cuda_options.h — the CUDA backend's run-time options (backend/backend_options.h
+// reads them from the environment), in plain C++ so the engine and the tests can fill them.
+#pragma once
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace jllm {
+
+struct CudaOptions {
+    int device = 0;
+    bool graphs = true;       // CUDA graphs for every forward (off: each kernel on the stream)
+    // An event after every step of the forward pass, the GPU time between them summed per step
+    // and printed when the backend is destroyed (graphs off; a few microseconds per step).
+    bool profile = false;
+    // Synchronize the stream after every step and check for errors, naming the step (graphs off).
+    bool sync_check = false;
+    bool warm_up = true;      // Backend::warm_up runs the first request's one-time work at load
+    cuda::AttnChoice attention;  // attention kernels (measurement knobs; the defaults are the engine's)
+    int attn_max_split = cuda::ATTN_MAX_SPLIT;  // cap on decode-attention splits (longer splits)
+};
+
+}  // namespace jllm

@@ -1,0 +1,177 @@
+// backend/cuda/graph_cache.cu — CUDA graphs. A single-token decode step is captured once per
+// decode-attention split count (the splits the position needs, rounded up to a power of two) and
+// per tail (logits, on-GPU argmax or top-k), then replayed with token and position in step_dev_.
+// Every other forward is captured too, one graph per layer, each executable updated in place from
+// one call to the next: on the H200 the replayed decode graphs ran slower for the rest of the
+// process once kernels had been launched outside a graph (docs/gpu_speed_notes.md), so no kernel
+// is launched outside one.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/cuda_backend_impl.cuh"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace jllm {
+
+int CudaBackend::graph_splits(int pos) const {
+    const int need = (pos + split_keys_) / split_keys_;  // the splits pos + 1 keys need (>= 1)
+    int b = 1;
+    while (b < need && b < max_split_) b *= 2;
+    return std::min(b, max_split_);
+}
+
+int CudaBackend::topk_bucket(int k) const {
+    int b = 1;
+    while (b < k) b *= 2;
+    return static_cast<int>(std::min<int64_t>({b, cuda::TOPK_MAX, c_.n_vocab}));
+}
+
+bool CudaBackend::graph_usable() const {
+    return use_q8_ && embd_host_.empty() && !tap_ && !graph_failed_ && opt_.graphs && !opt_.profile &&
+           !opt_.sync_check;
+}
+
+void CudaBackend::release_graphs() {
+    for (auto& g : decode_graphs_) (void)cudaGraphExecDestroy(g.second);
+    decode_graphs_.clear();
+    for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second.exec);
+    fwd_graphs_.clear();
+}
+
+bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
+    const int splits = graph_splits(pos);
+    const auto key = std::make_tuple(splits, tail, tail == StepTail::TopK ? k : 0);
+    if (decode_graphs_.count(key) == 0 && decode_graphs_.size() >= MAX_DECODE_GRAPHS) {
+        // Bounded memory whatever mix of positions and sampling a long-lived server sees.
+        for (auto& g : decode_graphs_) (void)cudaGraphExecDestroy(g.second);
+        decode_graphs_.clear();
+    }
+    auto it = decode_graphs_.find(key);
+    if (it == decode_graphs_.end()) {
+        capture_splits_ = splits;
+        cudaGraph_t graph = capture("decode", [&] {
+            JLLM_CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+            run_layers(nullptr, step_dev_, 1, 0, step_dev_ + 1);
+            final_norm(0, 1);
+            if (tail == StepTail::Logits) logits_split();
+            else logits_rows(0, 1);
+            step_tail(tail, k);
+        });
+        capture_splits_ = 0;
+        if (graph == nullptr) return false;
+        cudaGraphExec_t exec = instantiate(graph, "decode");
+        (void)cudaGraphDestroy(graph);
+        if (exec == nullptr) return false;
+        it = decode_graphs_.emplace(key, exec).first;
+    }
+    // The previous step has completed (forward() synchronizes), so the pinned words are free.
+    step_host_[0] = token;
+    step_host_[1] = pos;
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    return true;
+}
+
+cudaGraph_t CudaBackend::capture(const char* what, const std::function<void()>& enqueue) {
+    cudaGraph_t graph = nullptr;
+    JLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+        enqueue();
+    } catch (const std::exception& e) {
+        (void)cudaStreamEndCapture(stream_, &graph);
+        if (graph) (void)cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        log_msg(LogLevel::Warn, "cuda: %s graph capture failed (%s); running without graphs", what, e.what());
+        graph_failed_ = true;
+        return nullptr;
+    }
+    JLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    return graph;
+}
+
+cudaGraphExec_t CudaBackend::instantiate(cudaGraph_t graph, const char* what) {
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e == cudaSuccess) return exec;
+    (void)cudaGetLastError();
+    log_msg(LogLevel::Warn, "cuda: %s graph instantiation failed (%s); running without graphs", what,
+            cudaGetErrorName(e));
+    graph_failed_ = true;
+    return nullptr;
+}
+
+void CudaBackend::run_as_graph(int64_t key, const std::function<void()>& enqueue) {
+    if (!graph_usable()) {
+        enqueue();
+        return;
+    }
+    cudaGraph_t graph = capture("forward", enqueue);
+    if (graph == nullptr) {
+        enqueue();
+        return;
+    }
+    const uint64_t shape = graph_shape(graph);
+    auto it = fwd_graphs_.find(key);
+    bool ready = false;
+    if (it != fwd_graphs_.end()) {
+        cudaGraphExecUpdateResultInfo info{};
+        ready = shape != 0 && it->second.shape == shape && cudaGraphExecUpdate(it->second.exec, graph, &info) == cudaSuccess;
+        if (!ready) {
+            (void)cudaGetLastError();
+            (void)cudaGraphExecDestroy(it->second.exec);
+            fwd_graphs_.erase(it);
+        }
+    }
+    if (!ready) {
+        cudaGraphExec_t exec = instantiate(graph, "forward");
+        if (exec == nullptr) {
+            (void)cudaGraphDestroy(graph);
+            enqueue();
+            return;
+        }
+        it = fwd_graphs_.emplace(key, FwdGraph{exec, shape}).first;
+    }
+    (void)cudaGraphDestroy(graph);
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+}
+
+uint64_t CudaBackend::graph_shape(cudaGraph_t graph) {
+    // 0 (never a computed shape in practice) when the graph cannot be read: no update is tried.
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    std::vector<cudaGraphNode_t> nodes(n);
+    if (n > 0 && cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t v) {
+        h ^= v;
+        h *= 1099511628211ull;
+    };
+    mix(n);
+    for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType t{};
+        if (cudaGraphNodeGetType(node, &t) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        mix(static_cast<uint64_t>(t));
+    }
+    return h;
+}
+
+void CudaBackend::decode_on_device(int32_t token, int pos, StepTail tail, int k) {
+    if (graph_usable() && decode_graph(token, pos, tail, k)) return;
+    step("start");
+    JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
+    run_layers(&token, tokens_dev_, 1, pos, nullptr);
+    final_norm(0, 1);
+    logits_rows(0, 1);
+    step_tail(tail, k);
+}
+
+}  // namespace jllm
