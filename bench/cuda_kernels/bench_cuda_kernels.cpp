@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_bench.h"
+#include "cuda_bench.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
 #include "core/fp16.h"
@@ -604,11 +604,6 @@ int main(int argc, char** argv) {
         if (cuda::device_count() == 0) {
             throw jllm::JllmError("no CUDA device found (cudaGetDeviceCount reports none or no driver is loaded); "
                                   "this program needs a GPU");
-        }
-        if (const char* v = std::getenv("JLLM_CUDA_SYNC_CHECK"); v && v[0] && std::strcmp(v, "0") != 0) {
-            std::fprintf(stderr, "jllm-bench-kernels: warning: JLLM_CUDA_SYNC_CHECK is set; launches synchronize "
-                                 "(stream launches, no graph) and the times are not meaningful\n");
-            opt.graph = false;  // synchronizing inside a stream capture is an error
         }
         const cuda::DeviceInfo dev = cuda::device_info(0);
         // The context before anything else runs: the GPU's used memory at the driver's per-thread

@@ -10,6 +10,12 @@
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda_ops, and on a 16-token
 #             generation of the real model when JLLM_GPU_MODEL is set (unpack_pack.sh sets it)
 #   unit      ctest -L unit (the CPU-side suite, on this machine's compiler)
+# JLLM_GPU_TEST_FILTER limits what the test steps run: a gtest filter (positive patterns, then
+# optionally '-' and negative ones, each ':'-separated, * and ? as wildcards), e.g.
+# 'CudaOps.Attention*:CudaModel.*' or 'CudaOps.*-CudaOps.TopK*'. It goes as --gtest_filter to the
+# programs run directly (the model test's second run, compute-sanitizer on test_cuda_ops; the
+# generation under compute-sanitizer is not a test and still runs) and, as the same patterns in
+# regexes (ctest names the tests Suite.Test), as -R / -E to ctest -L cuda and ctest -L unit.
 # Logs go to OUTDIR; a short summary is printed last. Split the steps over several calls when
 # one call's time is limited.
 set -uo pipefail
@@ -27,6 +33,32 @@ build=${JLLM_GPU_BUILD:-build-gpu}
 jobs=${JLLM_GPU_JOBS:-16}
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
+
+# ---- the test filter: --gtest_filter for the programs, -R / -E regexes for ctest
+glob_regex() {  # gtest patterns 'A.*:B?' -> '^(A\..*|B.)$' (nothing for no patterns)
+    local pats p out=
+    IFS=: read -r -a pats <<< "$1"
+    for p in "${pats[@]}"; do
+        [[ -n "$p" ]] || continue
+        p=$(sed -e 's/[][\\.^$+(){}|]/\\&/g' -e 's/\*/.*/g' -e 's/?/./g' <<< "$p")
+        out+="${out:+|}$p"
+    done
+    [[ -z "$out" ]] || echo "^($out)\$"
+}
+filter=${JLLM_GPU_TEST_FILTER:-}
+gtest_sel=()
+ctest_sel=()
+if [[ -n "$filter" ]]; then
+    gtest_sel=(--gtest_filter="$filter")
+    positive=${filter%%-*}
+    negative=
+    [[ "$filter" == *-* ]] && negative=${filter#*-}
+    re=$(glob_regex "$positive")
+    [[ -z "$re" ]] || ctest_sel+=(-R "$re")
+    re=$(glob_regex "$negative")
+    [[ -z "$re" ]] || ctest_sel+=(-E "$re")
+    note "test filter: $filter (ctest ${ctest_sel[*]})"
+fi
 
 rc_cuda=0
 # ---- unpack the carried .debs (every call: the built programs load their libraries from here)
@@ -93,16 +125,19 @@ fi  # build
 # ---- tests
 ctest_line() { grep -E 'tests passed|tests failed' "$1" | tail -1; }
 if want test; then
-(cd "$build" && ctest -L cuda --output-on-failure --timeout 900) > "$outdir/ctest_cuda.log" 2>&1
+(cd "$build" && ctest -L cuda ${ctest_sel[@]+"${ctest_sel[@]}"} --output-on-failure --timeout 900) \
+    > "$outdir/ctest_cuda.log" 2>&1
 rc_cuda=$?
 note "ctest -L cuda: $(ctest_line "$outdir/ctest_cuda.log") (rc $rc_cuda)"
 # Model test again with a synchronization after every launch and the per-layer error table.
-JLLM_CUDA_SYNC_CHECK=1 JLLM_CUDA_MODEL_DUMP=1 "$build/tests/test_cuda_model" > "$outdir/model_dump.log" 2>&1
+JLLM_CUDA_SYNC_CHECK=1 JLLM_CUDA_MODEL_DUMP=1 "$build/tests/test_cuda_model" ${gtest_sel[@]+"${gtest_sel[@]}"} \
+    > "$outdir/model_dump.log" 2>&1
 note "test_cuda_model with JLLM_CUDA_SYNC_CHECK=1: rc $? (per-layer errors in model_dump.log)"
 grep -E '^\[(twin )?(llama|qwen2|qwen3) ' "$outdir/model_dump.log" | sed 's/^/   /'
 fi
 if want unit; then
-(cd "$build" && ctest -L unit -j8 --output-on-failure --timeout 900) > "$outdir/ctest_unit.log" 2>&1
+(cd "$build" && ctest -L unit -j8 ${ctest_sel[@]+"${ctest_sel[@]}"} --output-on-failure --timeout 900) \
+    > "$outdir/ctest_unit.log" 2>&1
 note "ctest -L unit: $(ctest_line "$outdir/ctest_unit.log") (rc $?)"
 fi
 
@@ -113,7 +148,8 @@ want sanitize && for tool in memcheck racecheck; do
         note "compute-sanitizer $tool: not installed"
         continue
     fi
-    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/test_cuda_ops" > "$log" 2>&1
+    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/test_cuda_ops" \
+        ${gtest_sel[@]+"${gtest_sel[@]}"} > "$log" 2>&1
     rc=$?
     if grep -q -E 'Device not supported|Target application returned an error|unable to initialize' "$log" && [[ $rc -ne 99 ]] &&
         ! grep -q -E '\[  PASSED  \]' "$log"; then

@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(FA_WARPS * WARP) kernel_attention_mma(Attentio
     constexpr int LDS = fa_lds<HD>();
     constexpr int KD = HD / 16;  // k16 steps over the head dimension
     constexpr int DT = HD / 8;   // n8 tiles of the output
-    constexpr int NT = FA_BK / 8;  // n8 tiles of scores per key tile
+    constexpr int N_TOK = FA_BK / 8;  // n8 tiles of scores per key tile
     extern __shared__ __align__(16) uint8_t fa_smem[];
     __half* Ks = reinterpret_cast<__half*>(fa_smem);  // [FA_BK][LDS]; first holds Q
     __half* Vs = Ks + FA_BK * LDS;                    // [FA_BK][LDS]
@@ -130,13 +130,13 @@ __global__ void __launch_bounds__(FA_WARPS * WARP) kernel_attention_mma(Attentio
         __syncthreads();
 
         // ---- S = Q K^T (16 rows x 64 keys per warp)
-        float s[NT][4];
+        float s[N_TOK][4];
 #pragma unroll
-        for (int i = 0; i < NT; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int i = 0; i < N_TOK; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
 #pragma unroll
-            for (int np = 0; np < NT / 2; ++np) {
+            for (int np = 0; np < N_TOK / 2; ++np) {
                 uint32_t b[4];
                 ldmatrix_x4(b, Ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
                 mma_16816(s[2 * np], qa[kk], b[0], b[1]);
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(FA_WARPS * WARP) kernel_attention_mma(Attentio
         // ---- scale, mask, online softmax (row r: elements 2r, 2r + 1 of each tile)
         float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
+        for (int nt = 0; nt < N_TOK; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int key = kb + nt * 8 + q2 + (e & 1), r = e >> 1;

@@ -5,16 +5,17 @@
 // Conventions: every pointer passed to a launch_ function is device memory (or a mapped host
 // pointer readable by the device); `stream` is a cudaStream_t passed as void* (nullptr = the
 // legacy default stream). Launches are asynchronous; errors are checked at launch and, with
-// JLLM_CUDA_SYNC_CHECK=1 in the environment, after a synchronization (see cuda_check.h).
-// Activations are fp32, row-major [n_tokens][width]. The _ref twins take host memory and use
-// the same formulas in scalar code (quant/quant_ref.h dequantizers, fp64 or fp32 sums).
+// after a synchronization (see cuda_check.h).
+// Activations are fp32, row-major [n_tokens][width]. The _ref twins (tests/support: the test
+// programs' library, not the engine's) take host memory and use the same formulas in scalar code
+// (quant/quant_ref.h dequantizers, fp64 or fp32 sums).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "core/fp16.h"
-#include "jllm_engine.h"
+#include "jllm_types.h"
 #include "quant/quant_types.h"
 
 namespace jllm {
@@ -49,7 +50,7 @@ void synchronize();
 // ---- device layout of a weight matrix ----
 // Rows: the file's rows (cols elements, row_size(type, cols) bytes each). Tiles (Q4_K and Q6_K
 // whose rows are a multiple of 8; the backend's copied weights): tiles of 8 rows x 1 block that
-// gather the rows' parts by kind (cuda_common.cuh), so every part is 16-byte aligned and the
+// gather the rows' parts by kind (weight_tiles.cuh), so every part is 16-byte aligned and the
 // decode GEMV's loads are aligned and contiguous across a warp. Same size; every kernel that
 // reads weights takes both. A GgmlType alone means the file's rows.
 enum class WeightLayout : uint8_t { Rows, Tiles };
@@ -64,7 +65,8 @@ bool tiles_fit(GgmlType type, int64_t rows, int64_t cols);
 // src (the file's rows x cols) -> dst in the tiled layout (same size, not overlapping), and back.
 void to_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols);
 void from_tiles(GgmlType type, const void* src, void* dst, int64_t rows, int64_t cols);
-// The kernels' decoder of the tiled layout on the host (tests): elements [32c, 32c + 32) of row r.
+// The kernels' decoder of the tiled layout on the host (tests; tests/support defines the _host
+// decoders): elements [32c, 32c + 32) of row r.
 void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int64_t r, int64_t c, float* out);
 // The GEMM's staging of one tile (its 16-byte units permuted over the banks) and the decoder of
 // chunk j of row i from the staged copy, on the host (tests).
@@ -81,8 +83,9 @@ enum class MatOut {
              // otherwise two Store products and launch_swiglu)
 };
 bool matmul_type_supported(GgmlType type);
-// The kernels' own chunk dequantizer (cuda_common.cuh) run on the host: elements
-// [32c, 32c + 32) of `row` into out[32]. `row` 16-byte aligned. For tests without a GPU.
+// The kernels' own chunk dequantizer (chunk_dequant.cuh) run on the host: elements
+// [32c, 32c + 32) of `row` into out[32]. `row` 16-byte aligned. For tests without a GPU
+// (tests/support defines it).
 void dequant_chunk_host(GgmlType type, const void* row, int64_t c, float* out);
 // Decode GEMV: n_tok <= GEMV_MAX_TOKENS; a warp per row, the weight read once for all tokens.
 constexpr int GEMV_MAX_TOKENS = 4;
@@ -199,7 +202,8 @@ void launch_gemv_q8_multi(const WeightFormat* fmt, int n_seg, const void* const*
 void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                  int n_tok, float* y, MatOut out);
 // The tiled GEMV's per-lane arithmetic (load, dot) run on the host over every lane of every row
-// (tests): y[n_tok][rows] (Store) from tiles (rows a multiple of 8) and xq (act_q8, 16-byte aligned).
+// (tests; tests/support defines it and chunk_q8_host): y[n_tok][rows] (Store) from tiles (rows a
+// multiple of 8) and xq (act_q8, 16-byte aligned).
 void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok,
                         float* y);
 // The kernels' int8 chunk decoder run on the host (tests): q[32] as integers, a[2], b[2].
@@ -252,6 +256,17 @@ void launch_qkv_post(const QkvPostParams& p, void* stream);
 void qkv_post_ref(const QkvPostParams& p);  // host pointers throughout
 
 // ---- causal grouped-query attention over the layer cache ----
+// Which kernels launch_attention may choose (CudaOptions: measurement knobs; the defaults are
+// what the engine runs). Simt: the fp32 SIMT kernels only (no tensor-core prefill, no INT8
+// decode kernel), for comparisons. decode_warps: warps per block of the INT8 decode kernel (1, 2
+// or 4; 32 x warps keys per chunk and at least per split).
+enum class AttnKernel { Auto, Simt };
+constexpr int ATTN_DECODE_WARPS_DEFAULT = 4;
+struct AttnChoice {
+    AttnKernel kernel = AttnKernel::Auto;
+    int decode_warps = ATTN_DECODE_WARPS_DEFAULT;
+};
+
 // Token t (position pos0 + t) attends to positions 0..pos0+t. q [n_tok][n_head * head_dim],
 // out [n_tok][n_head * head_dim]; head h reads kv head h / (n_head / n_head_kv).
 // head_dim a multiple of 32 and <= 256.
@@ -284,17 +299,16 @@ struct AttentionParams {
     // otherwise launch_qkv_post runs first. q then holds the projections, which stay unchanged
     // when folded.
     const QkvPostParams* post = nullptr;
+    AttnChoice choice;
 };
 // Decode attention splits of the generic kernel: one 32-key tile at least. The group-shared INT8
 // decode kernel (head_dim 64/128/256, 1, 2, 3, 4, 6 or 8 query heads per KV head) takes one chunk
-// of 32 x warps keys at least (ATTN_DECODE_WARPS_DEFAULT warps per block unless
-// set_attention_decode_warps says otherwise: a measurement knob, 1, 2 or 4).
+// of 32 x AttnChoice::decode_warps keys at least.
 constexpr int ATTN_MIN_SPLIT_KEYS = 32;
-constexpr int ATTN_DECODE_WARPS_DEFAULT = 4;
 constexpr int ATTN_MAX_SPLIT = 256;
 // Fewest keys per decode split of the kernel launch_attention picks for these heads (sizes the
 // engine's max_split: the KV capacity over this).
-int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim);
+int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim, const AttnChoice& choice);
 // Query heads per block of the group-shared INT8 decode kernel, and whether it folds in the Q/K/V
 // post: the group (one block per KV head and split) where the post folds in that way (group + 2 <=
 // its warps); else halved until a block's heads, K and V take one round of its warps (the post
@@ -303,23 +317,19 @@ int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim);
 // (up to 4; the post in two rounds, each K/V chunk copied by half as many blocks); else halved
 // further while the grid stays within two blocks per SM (the post folded where the block's heads,
 // K and V still take one round). qwen3-4b on the H200 (group 4, 132 SMs): one query head per
-// block up to 8 splits (1,024 keys), two up to 16, four beyond.
+// block up to 8 splits (1,024 keys), two up to 16, four beyond. warps: AttnChoice::decode_warps.
 struct DecodeHeads {
     int per_block;
     bool folds_post;
 };
-DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms);
+DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms, int warps);
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 // Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores
-// (attention_mma.cu: Q and P rounded to fp16, sums in fp32); launch_attention picks it unless
-// set_attention_kernel(AttnKernel::Simt) (tests and benchmarks) asks for the fp32 kernel.
-enum class AttnKernel { Auto, Simt };
-void set_attention_kernel(AttnKernel k);
-void set_attention_decode_warps(int warps);
+// (attention_mma.cu: Q and P rounded to fp16, sums in fp32) unless AttnChoice::kernel is Simt.
 bool attention_mma_supported(const AttentionParams& p);
 // Decode over the INT8 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q and
-// the probabilities rounded to fp16, sums in fp32), unless set_attention_kernel(AttnKernel::Simt).
+// the probabilities rounded to fp16, sums in fp32), unless AttnChoice::kernel is Simt.
 bool attention_decode_tensor_cores(const AttentionParams& p);
 void launch_attention_mma(const AttentionParams& p, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers

@@ -1,7 +1,7 @@
 // backend/cuda/qkv_post.cuh — the Q/K/V post of one head by one warp (bias, the per-head RMSNorm
 // of Qwen3, RoPE) and the store of a K or V head into the cache, shared by kernel_qkv_post
-// (ops.cu) and the decode attention that folds it in (attention.cu): one definition, the same
-// bits.
+// (qkv_post.cu) and the decode attention that folds it in (attention_decode.cu): one definition,
+// the same bits.
 #pragma once
 
 #include "backend/cuda/cuda_common.cuh"

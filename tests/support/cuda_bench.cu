@@ -1,9 +1,9 @@
-// backend/cuda/cuda_bench.cu — the timing helpers of cuda_bench.h: device description, stream,
+// tests/support/cuda_bench.cu — the timing helpers of cuda_bench.h: device description, stream,
 // events, device-to-device copy and the launch gate (a one-thread kernel polling a flag in
 // mapped host memory).
 #include <string>
 
-#include "backend/cuda/cuda_bench.h"
+#include "cuda_bench.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-// backend/cuda/cuda_ops_ref.cpp — the scalar CPU twins of the CUDA kernels (cuda_ops.h), the
+// tests/support/cuda_ops_ref.cpp — the scalar CPU twins of the CUDA kernels (cuda_ops.h), the
 // oracles of tests/cuda/ops. They follow the CPU backend's definitions (backend/cpu/): weights
 // dequantized by quant/quant_ref.h, RMSNorm, RoPE (rope_apply_ref), INT8 KV quantization and
 // attention; sums in double where the kernel's order differs from any fixed order.
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/rope.h"
+#include "backend/cpu/select.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/error.h"
 #include "quant/quant_blocks.h"
@@ -302,16 +303,7 @@ int32_t argmax_ref(const float* x, int64_t n) {
 }
 
 void topk_ref(const float* x, int64_t n, int k, float* vals, int32_t* ids) {
-    std::vector<int64_t> idx(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
-    auto val = [&](int64_t i) { return std::isnan(x[i]) ? -INFINITY : x[i]; };
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
-        return val(a) > val(b) || (val(a) == val(b) && a < b);
-    });
-    for (int i = 0; i < k; ++i) {
-        vals[i] = val(idx[static_cast<size_t>(i)]);
-        ids[i] = static_cast<int32_t>(idx[static_cast<size_t>(i)]);
-    }
+    select_top_k(x, n, k, nullptr, ids, vals);
 }
 
 }  // namespace cuda

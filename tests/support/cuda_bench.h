@@ -1,4 +1,4 @@
-// backend/cuda/cuda_bench.h — timing helpers for the GPU benchmarks (bench/cuda_kernels): the
+// tests/support/cuda_bench.h — timing helpers for the GPU benchmarks (bench/cuda_kernels): the
 // device's description, a stream, event timing, device-to-device copies and a launch gate. No
 // CUDA type appears here (streams are void*), so g++-compiled benchmark code can include it.
 // Every failure throws JllmError naming the failing CUDA call (cuda_check.h).

@@ -1,0 +1,108 @@
+// backend/cuda/norm.cu — RMSNorm over rows: the fp32 output (and its fp16 copy, the GEMM's input)
+// or, for the dp4a GEMV, the 8-bit activations (launch_rmsnorm_q8, spread over several blocks
+// per row).
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/act_q8.cuh"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/mma.cuh"
+#include "core/error.h"
+
+namespace jllm {
+namespace cuda {
+
+namespace {
+
+constexpr int NORM_THREADS = 256;
+
+// x, y: [n_rows][n]; w: [n]. One block per row.
+__global__ void __launch_bounds__(NORM_THREADS)
+    kernel_rmsnorm(const float* x, const float* __restrict__ w, float* y, __half* yh, int64_t n, float eps) {
+    __shared__ float red[WARP];
+    const float* xr = x + blockIdx.x * n;
+    float* yr = y + blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_reduce<false>(ss, red);
+    const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = xr[i] * scale * w[i];
+        yr[i] = v;
+        if (yh != nullptr) yh[blockIdx.x * n + i] = half_sat(v);
+    }
+}
+
+// The same normalization, then each warp quantizes one 32-value block into xq (act_q8 layout of
+// n_rows x n); y (fp32) is written too when not null. Grid (ceil(n / 32 / NORM_Q8_WARPS),
+// n_rows): every block sums the squares of its whole row (one round of 16-byte loads; the row is
+// a few KB and cached) and quantizes its own blocks, so one token's norm spreads over several SMs
+// instead of walking the row in one block.
+constexpr int NORM_Q8_WARPS = 8;
+constexpr int NORM_Q8_REG = 4;  // float4 loads per thread held in registers (rows up to 4,096 values)
+__global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
+    kernel_rmsnorm_q8(const float* x, const float* __restrict__ w, float* y, int8_t* __restrict__ q,
+                      float4* __restrict__ s, int64_t n, float eps) {
+    __shared__ float red[WARP];
+    const int64_t row = blockIdx.y;
+    const float* xr = x + row * n;
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int64_t nb = n / 32;
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * NORM_Q8_WARPS + warp;
+    // This warp's block, loaded before the reduction so both loads are in flight together.
+    const bool mine = b < nb;
+    const float xv = mine ? xr[b * 32 + lane] : 0.0f;
+    const float wv = mine ? w[b * 32 + lane] : 0.0f;
+    // The row's first NORM_Q8_REG x 1,024 values in registers, every load issued before any is
+    // summed (a loop of two or three rounds per thread waited for each load in turn: one round
+    // trip each); a longer row's rest by the loop. The same sums in the same order.
+    const float4* x4 = reinterpret_cast<const float4*>(xr);
+    const int64_t n4 = n / 4;
+    constexpr int STRIDE = NORM_Q8_WARPS * WARP;
+    float4 vr[NORM_Q8_REG];
+#pragma unroll
+    for (int k = 0; k < NORM_Q8_REG; ++k) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * STRIDE;
+        vr[k] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_Q8_REG; ++k) {
+        const float4 v = vr[k];
+        if (threadIdx.x + static_cast<int64_t>(k) * STRIDE < n4) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    for (int64_t i = threadIdx.x + static_cast<int64_t>(NORM_Q8_REG) * STRIDE; i < n4; i += STRIDE) {
+        const float4 v = x4[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = block_reduce<false>(ss, red);
+    if (!mine) return;
+    const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+    const float v = xv * scale * wv;
+    if (y) y[row * n + b * 32 + lane] = v;
+    quantize_block_warp(v, lane, q + row * n + b * 32, s + row * nb + b);
+}
+
+}  // namespace
+
+void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n_rows, int64_t n, float eps,
+                       void* stream) {
+    JLLM_ASSERT(n_rows >= 1 && n >= 32 && n % 32 == 0);
+    int8_t* q = static_cast<int8_t*>(xq);
+    float4* sc = reinterpret_cast<float4*>(static_cast<uint8_t*>(xq) + act_q8_scales_at(n_rows, n));
+    const dim3 grid(static_cast<unsigned>((n / 32 + NORM_Q8_WARPS - 1) / NORM_Q8_WARPS), static_cast<unsigned>(n_rows));
+    kernel_rmsnorm_q8<<<grid, NORM_Q8_WARPS * WARP, 0, as_stream(stream)>>>(x, w, y, q, sc, n, eps);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm_q8");
+}
+
+void launch_rmsnorm(const float* x, const float* w, float* y, uint16_t* yh, int n_rows, int64_t n, float eps,
+                    void* stream) {
+    JLLM_ASSERT(n_rows >= 1 && n >= 1);
+    kernel_rmsnorm<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, reinterpret_cast<__half*>(yh), n, eps);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm");
+}
+
+}  // namespace cuda
+}  // namespace jllm

@@ -1,0 +1,396 @@
+// tests/cuda/ops/test_attention.cpp — causal grouped-query attention over the INT8 and FP16 KV
+// cache against attention_ref: the tensor-core prefill and the fp32 kernels, decode split over the
+// KV length (graph mode: the position read on the device), the group-shared INT8 decode kernel at
+// 1, 2 and 4 warps, its heads per block (host), its 8-bit output, and the Q/K/V post folded into
+// the decode kernel bit for bit against the two kernels it replaces. The kernels a case may take
+// (cuda::AttnChoice) travel in its AttentionParams.
+#include <gtest/gtest.h>
+
+#if JLLM_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/rope.h"
+#include "model/model_config.h"
+#include "op_test_util.h"
+
+namespace jllm::test {
+namespace {
+
+// ---- error bounds (every tolerance of this file's tests), times max |v|
+// The fp32 kernels only reorder sums: fp32 online softmax vs fp64 two-pass.
+constexpr double ATTN_FP32 = 2e-4;
+// The tensor-core INT8 decode (head_dim 128, 256) rounds only the probabilities to fp16 (Q in two
+// fp16 parts).
+constexpr double ATTN_DECODE_MMA = 1e-3;
+// The tensor-core prefill rounds Q and the probabilities to fp16 (relative 2^-11 each).
+constexpr double ATTN_PREFILL_MMA = 3e-3;
+// The 8-bit output: within half a quantization step (d) of the reference output, plus the bound
+// above.
+constexpr float ATTN_Q8_STEPS = 0.5001f;
+// The decode kernel with the Q/K/V post folded in: bit for bit against the post and the attention
+// launched one after the other.
+
+struct AttnCase {
+    KvType kv;
+    int head_dim, n_head, n_head_kv, n_tok, pos0, max_split;
+    bool pos_on_device = false;  // graph mode: pos0 read from device memory
+    bool q8_out = false;         // also write the output as 8-bit activations
+};
+
+// The buffers an attention reads and writes (host or device): queries, output, caches, scales.
+void point_attention(cuda::AttentionParams& p, const float* q, float* out, const void* kc, const void* vc,
+                     const Half* ks, const Half* vs) {
+    p.q = q;
+    p.out = out;
+    p.k_cache = kc;
+    p.v_cache = vc;
+    p.k_scale = ks;
+    p.v_scale = vs;
+}
+
+// choice: the kernels launch_attention may take (the bound follows the one it took).
+void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt19937& rng) {
+    SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.head_dim) +
+                 " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " n_tok=" +
+                 std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0) + " split=" + std::to_string(c.max_split));
+    const int hd = c.head_dim, KV = c.n_head_kv * hd, Q = c.n_head * hd;
+    const int n_ctx = c.pos0 + c.n_tok + 5;  // a few unused positions at the end
+    const size_t n_elem = static_cast<size_t>(n_ctx) * KV;
+    std::vector<uint8_t> kc, vc;
+    std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv), vs(ks.size());
+    float vmax = 0.0f;
+    if (c.kv == KvType::Int8) {
+        std::uniform_int_distribution<int> q8(-127, 127);
+        std::uniform_real_distribution<float> sc(0.005f, 0.05f);
+        kc.resize(n_elem);
+        vc.resize(n_elem);
+        for (auto& b : kc) b = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+        for (auto& b : vc) b = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+        for (auto& s : ks) s = to_half(sc(rng) * 4.0f);
+        for (auto& s : vs) {
+            s = to_half(sc(rng));
+            vmax = std::max(vmax, 127.0f * to_f32(s));
+        }
+    } else {
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        kc.resize(n_elem * 2);
+        vc.resize(n_elem * 2);
+        Half* kh = reinterpret_cast<Half*>(kc.data());
+        Half* vh = reinterpret_cast<Half*>(vc.data());
+        for (size_t i = 0; i < n_elem; ++i) {
+            kh[i] = to_half(2.0f * nd(rng));
+            vh[i] = to_half(nd(rng));
+            vmax = std::max(vmax, std::fabs(to_f32(vh[i])));
+        }
+    }
+    const std::vector<float> q = randn(static_cast<size_t>(c.n_tok) * Q, rng);
+    std::vector<float> ref(q.size());
+    cuda::AttentionParams p;
+    p.kv_type = c.kv;
+    p.n_tok = c.n_tok;
+    p.pos0 = c.pos0;
+    p.n_head = c.n_head;
+    p.n_head_kv = c.n_head_kv;
+    p.head_dim = hd;
+    p.choice = choice;
+    cuda::AttentionParams hp = p;
+    point_attention(hp, q.data(), ref.data(), kc.data(), vc.data(), ks.data(), vs.data());
+    cuda::attention_ref(hp);
+
+    DevBuf<float> dq(q), dout(q.size());
+    DevBuf<uint8_t> dkc(kc), dvc(vc);
+    DevBuf<Half> dks(ks), dvs(vs);
+    const size_t wf = cuda::attention_work_floats(c.n_tok, c.n_head, hd, std::max(1, c.max_split));
+    DevBuf<float> work(wf);
+    work.poison();
+    dout.poison();
+    cuda::AttentionParams dp = p;
+    const bool int8 = c.kv == KvType::Int8;
+    point_attention(dp, dq.get(), dout.get(), dkc.get(), dvc.get(), int8 ? dks.get() : nullptr,
+                    int8 ? dvs.get() : nullptr);
+    dp.work = work.get();
+    dp.max_split = c.max_split;
+    DevBuf<int> dpos(std::vector<int>{c.pos0});
+    if (c.pos_on_device) {
+        dp.pos_dev = dpos.get();
+        dp.pos0 = 0;  // must not be used
+    }
+    const size_t qb = cuda::act_q8_bytes(c.n_tok, Q);
+    DevBuf<uint8_t> dq8(qb);
+    dq8.poison();
+    if (c.q8_out) dp.out_q8 = dq8.get();
+    cuda::launch_attention(dp, nullptr);
+    const std::vector<float> got = dout.download();
+    const bool prefill_mma = choice.kernel == cuda::AttnKernel::Auto && cuda::attention_mma_supported(dp);
+    const bool mma = prefill_mma || cuda::attention_decode_tensor_cores(dp);
+    const double bound = (prefill_mma ? ATTN_PREFILL_MMA : mma ? ATTN_DECODE_MMA : ATTN_FP32) * vmax;
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], bound) << i << (mma ? " (tensor cores)" : "");
+    if (c.q8_out) {
+        const std::vector<uint8_t> h = dq8.download();
+        const int8_t* qv = reinterpret_cast<const int8_t*>(h.data());
+        const float* sc = reinterpret_cast<const float*>(h.data() + cuda::act_q8_scale_offset(c.n_tok, Q));
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const float d = sc[4 * (i / 32)];
+            ASSERT_NEAR(d * static_cast<float>(qv[i]), ref[i], ATTN_Q8_STEPS * d + bound) << "q8 " << i;
+        }
+    }
+}
+
+// Decode shapes of the group-shared INT8 kernel (groups 1-8, head_dim 64/128/256): several chunks
+// per split, partial chunks, warps without keys, graph mode.
+void run_decode_shapes(KvType kv, const cuda::AttnChoice& choice, std::mt19937& rng) {
+    run_attn_case({kv, 128, 32, 8, 1, 4095, 33, true, true}, choice, rng);  // Qwen3-4B heads at depth 4096
+    run_attn_case({kv, 64, 32, 8, 1, 4095, 33, true, true}, choice, rng);   // group 4 at head_dim 64 (fp32 path)
+    run_attn_case({kv, 128, 32, 8, 1, 700, 2}, choice, rng);                // group 4: several chunks per split
+    run_attn_case({kv, 64, 9, 3, 1, 300, 16, true, true}, choice, rng);     // group 3, last split short
+    run_attn_case({kv, 128, 12, 2, 1, 45, 8}, choice, rng);                 // group 6, one partial chunk
+    run_attn_case({kv, 256, 16, 2, 1, 1500, 8}, choice, rng);               // group 8, largest head
+    run_attn_case({kv, 128, 4, 4, 1, 129, 1}, choice, rng);                 // group 1, no split, 2+ chunks
+    run_attn_case({kv, 64, 10, 2, 1, 500, 4}, choice, rng);                 // group 5: the generic kernel
+}
+
+// The decode attention's heads per block (host code, no GPU): groups whose post folds in as they
+// are (1, 2) keep the group; even groups halve to two heads per block (the post folds in), then,
+// on a grid past two blocks per SM, double back to four (the post in two rounds), else halve to
+// one while the grid stays within two blocks per SM (the post folds in where a block's heads, K
+// and V take one round of four warps); odd groups keep theirs (the post separate).
+TEST(CudaOps, AttentionHeadsPerBlockOnHost) {
+    auto heads = [](int group, int n_head, int n_split, int sms) {
+        const cuda::DecodeHeads d =
+            cuda::attention_decode_heads(group, n_head, n_split, sms, cuda::ATTN_DECODE_WARPS_DEFAULT);
+        return std::make_pair(d.per_block, d.folds_post);
+    };
+    using P = std::pair<int, bool>;
+    EXPECT_EQ(heads(4, 32, 1, 132), P(1, true));
+    EXPECT_EQ(heads(4, 32, 8, 132), P(1, true));
+    EXPECT_EQ(heads(4, 32, 16, 132), P(2, true));   // 256 two-head blocks: two per SM
+    EXPECT_EQ(heads(4, 32, 17, 132), P(4, true));   // past two per SM: four heads, two rounds
+    EXPECT_EQ(heads(4, 32, 33, 132), P(4, true));   // qwen3-4b at depth 4096
+    EXPECT_EQ(heads(2, 16, 1, 132), P(2, true));    // qwen3-0.6b: the post folds in
+    EXPECT_EQ(heads(2, 16, 64, 132), P(2, true));
+    EXPECT_EQ(heads(3, 24, 1, 132), P(3, false));   // odd group
+    EXPECT_EQ(heads(6, 24, 1, 132), P(3, false));
+    EXPECT_EQ(heads(8, 32, 2, 8), P(4, true));      // 8 SMs (the Orin Nano): 32 two-head blocks
+    EXPECT_EQ(heads(8, 32, 1, 8), P(2, true));
+    for (int group : {1, 2, 3, 4, 6, 8}) {
+        for (int n_split : {1, 2, 4, 8, 16, 33, 64, 256}) {
+            for (int sms : {8, 16, 132}) {
+                const int n_head = 8 * group;
+                const auto [hb, folds] = heads(group, n_head, n_split, sms);
+                ASSERT_TRUE(hb >= 1 && hb <= 4 && group % hb == 0);
+                int fold_hb = group;  // halved while even and its heads, K and V exceed four warps
+                while (fold_hb % 2 == 0 && fold_hb + 2 > cuda::ATTN_DECODE_WARPS_DEFAULT) fold_hb /= 2;
+                const int64_t grid = static_cast<int64_t>(n_head / fold_hb) * n_split;
+                if (hb < fold_hb) {  // below the folding size only while the grid stays small
+                    EXPECT_LE(static_cast<int64_t>(n_head / hb) * n_split, 2 * sms);
+                    EXPECT_EQ(folds, hb + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT);
+                } else if (hb > fold_hb) {  // twice the folding size only on a large grid
+                    EXPECT_EQ(hb, 2 * fold_hb);
+                    EXPECT_GT(grid, 2 * sms);
+                    EXPECT_TRUE(folds);
+                } else {
+                    EXPECT_EQ(folds, fold_hb + 2 <= cuda::ATTN_DECODE_WARPS_DEFAULT);
+                }
+            }
+        }
+    }
+}
+
+TEST(CudaOps, AttentionDecodeWarps) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(4242);
+    for (int warps : {1, 2, 4}) {
+        SCOPED_TRACE("decode warps " + std::to_string(warps));
+        const cuda::AttnChoice choice{cuda::AttnKernel::Auto, warps};
+        run_decode_shapes(KvType::Int8, choice, rng);
+        run_attn_case({KvType::Int8, 128, 16, 8, 1, 100, 32, true, true}, choice, rng);  // two short splits
+        run_attn_case({KvType::Int8, 64, 4, 2, 1, 2047, 3}, choice, rng);                // long splits
+    }
+}
+
+TEST(CudaOps, AttentionPrefillAndDecode) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(31337);
+    for (cuda::AttnKernel mode : {cuda::AttnKernel::Auto, cuda::AttnKernel::Simt}) {
+        const cuda::AttnChoice choice{mode, cuda::ATTN_DECODE_WARPS_DEFAULT};
+        SCOPED_TRACE(mode == cuda::AttnKernel::Auto ? "tensor-core prefill" : "fp32 kernels only");
+        for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+            run_attn_case({kv, 64, 4, 2, 1, 0, 1}, choice, rng);        // first token: one key
+            run_attn_case({kv, 64, 8, 2, 37, 0, 1}, choice, rng);       // prefill from 0, GQA 4
+            run_attn_case({kv, 128, 6, 6, 5, 61, 1}, choice, rng);      // prefill after a prefix, MHA
+            run_attn_case({kv, 32, 8, 1, 3, 300, 1}, choice, rng);      // MQA, small head
+            run_attn_case({kv, 256, 2, 1, 2, 9, 1}, choice, rng);       // largest head
+            run_attn_case({kv, 128, 16, 8, 1, 30, 4}, choice, rng);     // decode, context < one split
+            run_attn_case({kv, 128, 16, 8, 1, 1000, 8}, choice, rng);   // decode split over 4 ranges
+            run_attn_case({kv, 64, 4, 2, 1, 2047, 3}, choice, rng);     // more ranges wanted than allowed
+            run_attn_case({kv, 96, 4, 4, 1, 513, 64}, choice, rng);     // head_dim 96, split 3, last split short
+            run_attn_case({kv, 64, 12, 4, 23, 40, 1}, choice, rng);     // group 3: 5 tokens per block, partial last tile
+            run_attn_case({kv, 256, 32, 2, 3, 70, 1}, choice, rng);     // group 16, largest head: > 48 KB shared memory
+            run_attn_case({kv, 128, 32, 1, 1, 700, 4}, choice, rng);    // group 32 (1024 threads), decode split
+            // graph mode (position on the device, grid for max_split) and 8-bit output
+            run_attn_case({kv, 128, 16, 8, 1, 0, 32, true, true}, choice, rng);     // first token, 31 idle splits
+            run_attn_case({kv, 128, 16, 8, 1, 100, 32, true, true}, choice, rng);   // two splits of 64
+            run_attn_case({kv, 128, 16, 8, 1, 4095, 32, true, true}, choice, rng);  // 32 splits of 128
+            run_attn_case({kv, 64, 8, 2, 1, 777, 5, true, false}, choice, rng);     // uneven, fp32 out only
+            run_attn_case({kv, 128, 8, 2, 3, 20, 1, false, true}, choice, rng);     // no split: separate quantization
+            // tensor-core prefill shapes: several query tiles, several key tiles, a prefix, GQA 4
+            run_attn_case({kv, 128, 8, 2, 130, 0, 1}, choice, rng);                 // 3 query tiles, last partial
+            run_attn_case({kv, 128, 8, 2, 64, 200, 1, false, true}, choice, rng);   // after a prefix, 8-bit out
+            run_attn_case({kv, 64, 9, 3, 77, 5, 1}, choice, rng);                   // SmolLM2-like heads, group 3
+            run_decode_shapes(kv, choice, rng);
+        }
+    }
+}
+
+// The decode attention given the Q/K/V post (AttentionParams::post) against the two kernels it
+// replaces (launch_qkv_post, then launch_attention): the output, its 8-bit copy (made in the
+// kernel without a split) and both caches with their scales bit for bit, every other cache
+// position untouched, the projections left as they were where the post is folded in. Folded
+// (one or two query heads per block on four warps, or four in two rounds): Qwen3-0.6B heads
+// (Q/K-norm) with and without splits and in graph mode, qwen2-like biases with neox off, head_dim
+// 64 and 256, the first token, Qwen3-4B heads at four splits (one head per block: four blocks store
+// each KV head's bytes), at 16 splits (two per block) and at depth 4096 (four per block; also at
+// head_dim 64, the fp32 path); by its own kernel first: group 6 with biases (three heads per
+// block).
+TEST(CudaOps, AttentionDecodeFoldsPost) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(9090);
+    const cuda::AttnChoice choice;  // the engine's kernels
+    struct Case {
+        int hd, n_head, n_head_kv, pos, max_split;
+        bool bias, qk_norm, neox, pos_dev;
+    };
+    const Case cases[] = {
+        {128, 16, 8, 0, 1, false, true, true, true},       // Qwen3-0.6B heads, first token
+        {128, 16, 8, 100, 1, false, true, true, false},    // one split: 8-bit output in the kernel
+        {128, 16, 8, 1000, 8, false, true, true, true},    // splits, graph mode
+        {128, 16, 8, 4095, 33, false, true, true, false},  // depth 4096
+        {128, 14, 14, 300, 4, true, false, false, false},  // qwen2-like biases, group 1
+        {64, 8, 4, 256, 2, true, true, false, true},       // head_dim 64, two splits
+        {256, 4, 2, 77, 1, false, true, true, false},      // largest head
+        {128, 32, 8, 700, 4, false, true, true, true},     // Qwen3-4B heads, one per block: folded
+        {128, 32, 8, 4095, 33, false, true, true, false},  // Qwen3-4B at depth 4096: four per block
+        {128, 32, 8, 1500, 16, false, true, true, true},   // Qwen3-4B at 16 splits: two per block
+        {64, 32, 8, 4095, 33, true, true, false, false},   // head_dim 64 at depth: four per block, fp32 path
+        {128, 12, 2, 50, 1, true, false, false, false},    // group 6 with biases: its own kernel
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE("hd=" + std::to_string(c.hd) + " heads=" + std::to_string(c.n_head) + "/" +
+                     std::to_string(c.n_head_kv) + " pos=" + std::to_string(c.pos) + " split=" +
+                     std::to_string(c.max_split));
+        const int hd = c.hd, Q = c.n_head * hd, KV = c.n_head_kv * hd, n_ctx = c.pos + 9;
+        const std::vector<float> q = randn(Q, rng, 2.0f), k = randn(KV, rng, 2.0f), v = randn(KV, rng, 2.0f);
+        const std::vector<float> bq = randn(Q, rng, 0.5f), bk = randn(KV, rng, 0.5f), bv = randn(KV, rng, 0.5f);
+        const std::vector<float> qn = randn(hd, rng), kn = randn(hd, rng);
+        ModelConfig mc;
+        mc.n_rot = hd;
+        mc.rope_freq_base = 1000000.0f;
+        const std::vector<float> inv = rope_inv_freq(mc, nullptr);
+        // A cache of earlier positions (random), the new position and past it poisoned.
+        std::uniform_int_distribution<int> q8(-127, 127);
+        std::uniform_real_distribution<float> sc(0.005f, 0.05f);
+        std::vector<uint8_t> kc(static_cast<size_t>(n_ctx) * KV, 0x80), vc(kc.size(), 0x80);
+        std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv, Half{0xFFFF}), vs(ks.size(), Half{0xFFFF});
+        for (size_t i = 0; i < static_cast<size_t>(c.pos) * KV; ++i) {
+            kc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+            vc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+        }
+        for (size_t i = 0; i < static_cast<size_t>(c.pos) * c.n_head_kv; ++i) {
+            ks[i] = to_half(sc(rng) * 4.0f);
+            vs[i] = to_half(sc(rng));
+        }
+        DevBuf<float> dbq(bq), dbk(bk), dbv(bv), dqn(qn), dkn(kn), dinv(inv);
+        DevBuf<int> dpos(std::vector<int>{c.pos});
+        struct Run {
+            std::vector<float> q, k, v, out;
+            std::vector<uint8_t> out_q8, kc, vc;
+            std::vector<Half> ks, vs;
+        };
+        auto run = [&](bool fold) {
+            DevBuf<float> dq(q), dk(k), dv(v), dout(static_cast<size_t>(Q));
+            DevBuf<uint8_t> dkc(kc), dvc(vc), dq8(cuda::act_q8_bytes(1, Q));
+            DevBuf<Half> dks(ks), dvs(vs);
+            DevBuf<float> work(cuda::attention_work_floats(1, c.n_head, hd, c.max_split));
+            dout.poison();
+            dq8.poison();
+            work.poison();
+            cuda::QkvPostParams pp;
+            pp.kv_type = KvType::Int8;
+            point_post(pp, {dq.get(), dk.get(), dv.get(), dbq.get(), dbk.get(), dbv.get(), dqn.get(), dkn.get(),
+                            dinv.get(), dkc.get(), dvc.get(), dks.get(), dvs.get()},
+                       c.bias, c.qk_norm);
+            pp.n_rot = hd;
+            pp.neox = c.neox;
+            pp.n_tok = 1;
+            pp.pos0 = c.pos_dev ? 0 : c.pos;
+            pp.pos_dev = c.pos_dev ? dpos.get() : nullptr;
+            pp.n_head = c.n_head;
+            pp.n_head_kv = c.n_head_kv;
+            pp.head_dim = hd;
+            pp.eps = 1e-6f;
+            cuda::AttentionParams ap;
+            point_attention(ap, dq.get(), dout.get(), dkc.get(), dvc.get(), dks.get(), dvs.get());
+            ap.kv_type = KvType::Int8;
+            ap.n_tok = 1;
+            ap.pos0 = pp.pos0;
+            ap.pos_dev = pp.pos_dev;
+            ap.n_head = c.n_head;
+            ap.n_head_kv = c.n_head_kv;
+            ap.head_dim = hd;
+            ap.work = work.get();
+            ap.max_split = c.max_split;
+            ap.out_q8 = dq8.get();
+            ap.choice = choice;
+            if (fold) {
+                ap.post = &pp;
+            } else {
+                cuda::launch_qkv_post(pp, nullptr);
+            }
+            cuda::launch_attention(ap, nullptr);
+            return Run{dq.download(), dk.download(), dv.download(), dout.download(), dq8.download(),
+                       dkc.download(), dvc.download(), dks.download(), dvs.download()};
+        };
+        const Run ref = run(false);
+        const Run got = run(true);
+        // Query heads per block as launch_attention picks them (the grid's splits: max_split in
+        // every case where the choice depends on them).
+        const bool folded = cuda::attention_decode_heads(c.n_head / c.n_head_kv, c.n_head, c.max_split,
+                                                         cuda::device_sm_count(), choice.decode_warps)
+                                .folds_post;
+        auto same = [](const auto& a, const auto& b) {
+            return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+        };
+        EXPECT_TRUE(same(got.out, ref.out)) << "output";
+        EXPECT_TRUE(same(got.kc, ref.kc)) << "K cache";
+        EXPECT_TRUE(same(got.vc, ref.vc)) << "V cache";
+        EXPECT_TRUE(same(got.ks, ref.ks)) << "K scales";
+        EXPECT_TRUE(same(got.vs, ref.vs)) << "V scales";
+        // The 8-bit output is the quantization of the fp32 output (the twin's, bit for bit).
+        std::vector<uint8_t> q8ref(got.out_q8.size());
+        cuda::quantize_act_ref(got.out.data(), 1, Q, q8ref.data());
+        EXPECT_TRUE(same(got.out_q8, q8ref)) << "8-bit output";
+        EXPECT_TRUE(same(ref.out_q8, q8ref)) << "8-bit output (reference)";
+        // The post wrote the new position only; the projections stay as they were.
+        for (int64_t i = 0; i < static_cast<int64_t>(kc.size()); ++i) {
+            if (i / KV == c.pos) continue;
+            ASSERT_EQ(got.kc[i], kc[i]) << "K cache changed at " << i;
+            ASSERT_EQ(got.vc[i], vc[i]) << "V cache changed at " << i;
+        }
+        for (int i = 0; i < KV; ++i) ASSERT_NE(static_cast<int8_t>(got.kc[static_cast<size_t>(c.pos) * KV + i]), -128);
+        if (folded) EXPECT_TRUE(same(got.q, q) && same(got.k, k) && same(got.v, v)) << "projections changed";
+        else EXPECT_TRUE(same(got.q, ref.q) && same(got.k, ref.k) && same(got.v, ref.v)) << "post";
+    }
+}
+
+}  // namespace
+}  // namespace jllm::test
+
+#endif  // JLLM_CUDA
