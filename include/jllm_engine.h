@@ -11,14 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "jllm_chat.h"
 #include "jllm_jetson.h"
 #include "jllm_memory.h"
+#include "jllm_types.h"
 
 namespace jllm {
 
-enum class DeviceKind { Auto, Cpu, Cuda };
-enum class KvType { Int8, Fp16 };
-enum class WeightPlacement { Auto, Copy, Mapped };
 
 struct EngineConfig {
     std::string model_path;
@@ -119,12 +118,18 @@ struct ModelInfo {
     int64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_vocab = 0;
     int64_t n_ctx = 0, n_ctx_train = 0;
     uint64_t file_bytes = 0, weight_bytes = 0, kv_bytes = 0;
+    uint64_t n_params = 0;             // elements of every tensor
+    // Weight bytes one decode step reads: every tensor once, but one row of the token embedding
+    // where a separate output matrix exists.
+    uint64_t decode_weight_bytes = 0;
     std::string kv_type;
     double load_ms = 0;
 };
 
-struct ChatMessage;
-struct ChatRenderOptions;
+// The description behind `jetson-llm --info` of a GGUF file: architecture, name, the
+// hyper-parameters the engine uses, tokenizer type and vocabulary size, tensor count by type,
+// file size; `verbose` adds every metadata key and every tensor. Reads the file's header only.
+Status describe_model(const std::string& path, bool verbose, std::string& text);
 
 class Engine {
 public:

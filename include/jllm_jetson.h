@@ -3,23 +3,15 @@
 // module model, power mode, GPU/EMC/CPU clocks, thermal zones with trip points, INA3221 power
 // rails. Every path is relative to an injectable root (JLLM_SYSFS_ROOT, default "/"; it covers
 // /proc too), so tests run on fixture trees. Off-Jetson every field is "unknown" (strings) or
-// -1 (numbers); nothing here throws. Also the thermal policy the generate loop applies.
+// -1 (numbers). These are the values Engine::live_stats() returns; the reader itself
+// (src/jetson/jetson_hal.h) and the thermal policy (src/jetson/thermal_guard.h) are the engine's.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 namespace jllm {
-
-// What the CUDA side knows (filled by the CUDA backend through a provider; -1 / "" = unknown).
-struct GpuProperties {
-    int sm_count = -1;
-    int cc_major = -1, cc_minor = -1;
-    std::string cuda_version;   // runtime/driver version, e.g. "12.6"
-};
-using GpuPropertiesProvider = std::function<GpuProperties()>;
 
 struct JetsonInfo {
     bool is_jetson = false;            // /etc/nv_tegra_release or a tegra device tree was found
@@ -78,66 +70,13 @@ struct LiveStats {
     int64_t rss = -1, rss_peak = -1;   // this process, bytes
 };
 
-class JetsonHal {
-public:
-    explicit JetsonHal(std::string root = "/", GpuPropertiesProvider gpu = {});
-    // JLLM_SYSFS_ROOT if set, else "/".
-    static std::string default_root();
-    const std::string& root() const { return root_; }
-
-    JetsonInfo info() const;
-    PowerState power() const;
-    ThermalState thermal() const;
-    std::vector<PowerRail> rails() const;
-    LiveStats live() const;
-
-    // Every file the HAL would read on this root (absolute system paths, existing ones only).
-    std::vector<std::string> files() const;
-    // Copies every such file to dir/<same path> (a fixture tree). Returns the count copied.
-    // Throws JllmError if the directory cannot be written.
-    int dump(const std::string& dir) const;
-
-    // Multi-line human summary: device, L4T, power mode, clocks, temperatures, rails.
-    std::string summary() const;
-
-private:
-    std::string root_;
-    GpuPropertiesProvider gpu_;
-};
-
-// Thermal policy for the decode loop: above `pace_c` each token is followed by a pause growing
-// with the temperature (up to max_sleep_ms); at or above the stop temperature (configured, else
-// the lowest critical trip, else 95 C) generation ends cleanly. Zones are read every
-// `interval_ms`, so the per-token cost is one clock read.
-struct ThermalConfig {
-    float pace_c = 85.0f;
-    float stop_c = 0.0f;               // 0: the critical trip (or 95 C when no zone has one)
-    double interval_ms = 500.0;
-    double max_sleep_ms = 100.0;
-};
-
-enum class ThermalAction { None, Pace, Stop };
-
-class ThermalGuard {
-public:
-    void configure(const std::string& root, const ThermalConfig& cfg);
-    void reset();                      // start of a generation (peak cleared, next step reads)
-    // Once per token. Pace: the caller sleeps pause_ms(). Stop: end the generation.
-    ThermalAction step();
-    double pause_ms() const { return pause_ms_; }
-    float peak_c() const { return peak_c_; }
-    float last_c() const { return last_c_; }
-    float stop_c() const { return stop_c_; }
-    bool enabled() const { return enabled_; }
-
-private:
-    std::vector<std::string> temp_paths_;  // every readable zone's temp file, resolved at configure()
-    ThermalConfig cfg_;
-    bool enabled_ = false;
-    float stop_c_ = 95.0f;
-    float last_c_ = -1000.0f, peak_c_ = -1000.0f;
-    double last_ms_ = -1e300;
-    double pause_ms_ = 0.0;
-};
+// A multi-line summary of the board under `sysfs_root` ("/" on a real system): device, L4T,
+// power mode, clocks, temperatures, rails; "unknown" fields off-Jetson.
+std::string board_summary(const std::string& sysfs_root);
+// Copies every file the HAL reads under `sysfs_root` into dir/<same path> (a fixture tree for
+// tests). Returns the count copied; throws std::runtime_error if `dir` cannot be written.
+int dump_board_files(const std::string& sysfs_root, const std::string& dir);
+// JLLM_SYSFS_ROOT when set, else "/": the root the tools pass as EngineConfig::sysfs_root.
+std::string default_sysfs_root();
 
 }  // namespace jllm

@@ -17,13 +17,13 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
-#include "gguf/gguf.h"
-#include "jllm_engine.h"
+#include "engine_flags.h"
+#include "jllm.h"
 #include "jllm_version.h"
 
 namespace {
@@ -40,7 +40,7 @@ std::vector<int> parse_int_list(const std::string& s, const char* flag) {
         if (item.empty()) continue;
         char* end = nullptr;
         const long x = std::strtol(item.c_str(), &end, 10);
-        if (*end != '\0' || x < 0) throw jllm::JllmError(std::string(flag) + ": '" + item + "' is not a count");
+        if (*end != '\0' || x < 0) throw std::runtime_error(std::string(flag) + ": '" + item + "' is not a count");
         v.push_back(static_cast<int>(x));
     }
     return v;
@@ -80,29 +80,6 @@ double measure_host_copy_gbps(size_t bytes, int threads) {
     return 2.0 * static_cast<double>(bytes) / best / 1e9;
 }
 
-struct Weights {
-    uint64_t per_token = 0;  // bytes of weights read per decoded token
-    uint64_t file = 0;
-    uint64_t params = 0;
-};
-
-// Bytes a decode step reads: every tensor once, except the token embedding when a separate
-// output matrix exists (then only one row of it is gathered).
-Weights weight_bytes(const std::string& path) {
-    auto f = jllm::GgufFile::open(path);
-    Weights w;
-    w.file = f->file_size();
-    const bool has_output = f->find_tensor("output.weight") != nullptr;
-    for (const jllm::GgufTensorInfo& t : f->tensors()) {
-        w.params += static_cast<uint64_t>(t.n_elements());
-        if (t.name == "token_embd.weight" && has_output) {
-            w.per_token += t.nbytes / static_cast<uint64_t>(std::max<int64_t>(1, t.ne[1]));
-            continue;
-        }
-        w.per_token += t.nbytes;
-    }
-    return w;
-}
 
 struct Row {
     std::string test;     // pp512, tg128, with "@ dN" for depth
@@ -140,20 +117,18 @@ std::string json_escape(const std::string& s) {
 
 int main(int argc, char** argv) {
     CLI::App app{"jllm-bench: prefill and decode throughput of a GGUF model (llama-bench style)"};
-    std::string model, pp = "512", tg = "128", depth = "0", out = "md", kv = "int8", device = "auto";
-    int reps = 5, threads = 0;
+    jllm::flags::EngineFlags f;
+    std::string pp = "512", tg = "128", depth = "0", out = "md";
+    int reps = 5;
     double bw = 0;
     bool measure_bw = false;
     uint64_t seed = 1234;
-    app.add_option("-m,--model", model, "GGUF model")->required();
+    jllm::flags::add_engine_flags(app, f, jllm::flags::MODEL | jllm::flags::RUNTIME);
     app.add_option("-p,--n-prompt", pp, "prefill tests: comma-separated prompt lengths (0: none)")->capture_default_str();
     app.add_option("-n,--n-gen", tg, "decode tests: comma-separated token counts (0: none)")->capture_default_str();
     app.add_option("-d,--n-depth", depth, "tokens already in the context before each test, comma-separated")->capture_default_str();
     app.add_option("-r,--repetitions", reps, "measured repetitions per test (plus one warm-up)")->capture_default_str();
     app.add_option("-o,--output", out, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
-    app.add_option("-t,--threads", threads, "CPU threads (default: all cores)");
-    app.add_option("--kv-type", kv, "KV cache type")->check(CLI::IsMember({"int8", "fp16"}))->capture_default_str();
-    app.add_option("--device", device, "compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
     app.add_option("--bw", bw, "reference bandwidth in GB/s for the decode rows' share");
     app.add_flag("--measure-bw", measure_bw, "measure the reference bandwidth (host: a >= 1 GiB memcpy on -t threads)");
     app.add_option("--seed", seed, "seed of the random token ids")->capture_default_str();
@@ -164,9 +139,11 @@ int main(int argc, char** argv) {
         const std::vector<int> pps = parse_int_list(pp, "-p");
         const std::vector<int> tgs = parse_int_list(tg, "-n");
         const std::vector<int> depths = parse_int_list(depth, "-d");
-        if (reps < 1) throw jllm::JllmError("-r must be >= 1");
+        if (reps < 1) throw std::runtime_error("-r must be >= 1");
         const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        const int n_threads = threads > 0 ? threads : hw;
+        const int n_threads = f.config.n_threads > 0 ? f.config.n_threads : hw;
+        const std::string& model = f.config.model_path;
+        const bool fp16_kv = f.config.kv_type == jllm::KvType::Fp16;
 
         int need_ctx = 8;
         for (int d : depths) {
@@ -174,17 +151,12 @@ int main(int argc, char** argv) {
             for (int n : tgs) need_ctx = std::max(need_ctx, d + n + 1);
         }
         jllm::Engine engine;
-        jllm::EngineConfig cfg;
-        cfg.model_path = model;
+        jllm::EngineConfig cfg = f.config;
         cfg.n_threads = n_threads;
         cfg.n_ctx = need_ctx;
-        cfg.kv_type = kv == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
-        cfg.device = device == "cpu" ? jllm::DeviceKind::Cpu
-                                     : (device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto);
         const jllm::Status st = engine.load(cfg);
-        if (!st.ok) throw jllm::JllmError(st.message);
+        if (!st.ok) throw std::runtime_error(st.message);
         const jllm::ModelInfo mi = engine.model_info();
-        const Weights wb = weight_bytes(model);
 
         double ref_bw = bw;
         std::string bw_source = bw > 0 ? "given (--bw)" : "";
@@ -208,11 +180,11 @@ int main(int argc, char** argv) {
             return v;
         };
         auto check = [](const jllm::Status& x) {
-            if (!x.ok) throw jllm::JllmError(x.message);
+            if (!x.ok) throw std::runtime_error(x.message);
         };
         // K and V, per layer, per position: int8 values plus one fp16 scale per KV head, or fp16.
         const double kv_pos_bytes = static_cast<double>(mi.n_layer) * 2.0 *
-                                    (kv == "fp16" ? 2.0 * mi.n_head_kv * mi.head_dim
+                                    (fp16_kv ? 2.0 * mi.n_head_kv * mi.head_dim
                                                   : 1.0 * mi.n_head_kv * mi.head_dim + 2.0 * mi.n_head_kv);
 
         std::vector<Row> rows;
@@ -248,7 +220,7 @@ int main(int argc, char** argv) {
                 r.hi = *std::max_element(r.tps.begin(), r.tps.end());
                 if (n_gen > 0) {
                     const double avg_ctx = d + (n_gen + 1) / 2.0;
-                    const double bytes = static_cast<double>(wb.per_token) + kv_pos_bytes * avg_ctx;
+                    const double bytes = static_cast<double>(mi.decode_weight_bytes) + kv_pos_bytes * avg_ctx;
                     r.gbps = bytes * r.median / 1e9;
                     if (ref_bw > 0) r.bw_share = r.gbps / ref_bw;
                 }
@@ -271,11 +243,11 @@ int main(int argc, char** argv) {
         if (out == "json") {
             std::printf("{\n  \"model\": \"%s\", \"path\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %" PRIu64
                         ", \"params\": %" PRIu64 ", \"weight_bytes_per_token\": %" PRIu64 ",\n",
-                        json_escape(name).c_str(), json_escape(model).c_str(), mi.arch.c_str(), wb.file, wb.params,
-                        wb.per_token);
+                        json_escape(name).c_str(), json_escape(model).c_str(), mi.arch.c_str(), mi.file_bytes, mi.n_params,
+                        mi.decode_weight_bytes);
             std::printf("  \"backend\": \"%s\", \"device\": \"%s\", \"cpu\": \"%s\", \"threads\": %d, \"kv_type\": \"%s\",\n",
                         json_escape(mi.backend).c_str(), json_escape(mi.device).c_str(), json_escape(cpu).c_str(),
-                        n_threads, kv.c_str());
+                        n_threads, jllm::kv_type_name(f.config.kv_type));
             std::printf("  \"commit\": \"%s\", \"version\": \"%s\", \"date\": \"%s\", \"repetitions\": %d,\n",
                         JLLM_GIT_COMMIT, JLLM_VERSION, date, reps);
             std::printf("  \"reference_gbps\": %.3f, \"reference_source\": \"%s\",\n", ref_bw,
@@ -300,9 +272,9 @@ int main(int argc, char** argv) {
         } else {
             std::printf("jllm-bench %s (commit %s), %s\n", JLLM_VERSION, JLLM_GIT_COMMIT, date);
             std::printf("backend: %s | device: %s | cpu: %s | kv: %s\n", mi.backend.c_str(), mi.device.c_str(),
-                        cpu.c_str(), kv.c_str());
+                        cpu.c_str(), jllm::kv_type_name(f.config.kv_type));
             std::printf("model: %s (%s), %.2f MiB file, %.2f M params, %.2f MiB weights read per token\n", name.c_str(),
-                        mi.arch.c_str(), wb.file / 1048576.0, wb.params / 1e6, wb.per_token / 1048576.0);
+                        mi.arch.c_str(), mi.file_bytes / 1048576.0, mi.n_params / 1e6, mi.decode_weight_bytes / 1048576.0);
             if (ref_bw > 0) std::printf("reference bandwidth: %.2f GB/s (%s)\n", ref_bw, bw_source.c_str());
             if (mem.device_used >= 0) {
                 // Device bytes beyond the CUDA context, against weights + KV (the issue-8 allowance: +10%).

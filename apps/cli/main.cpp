@@ -9,32 +9,21 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "engine/chat_template.h"
-#include "gguf/gguf.h"
-#include "jllm_engine.h"
+#include "engine_flags.h"
+#include "jllm.h"
 #include "jllm_version.h"
-#include "model/model_info.h"
 
 namespace {
 
+// The CLI's own flags; the engine's are flags::EngineFlags (one table for every program).
 struct CliOptions {
-    std::string model;
+    jllm::flags::EngineFlags engine;
     std::string prompt;
     std::string file;
-    int n_predict = 256;
-    int ctx_size = 0;
-    int threads = 0;
-    float temp = 0.7f;
-    int top_k = 40;
-    float top_p = 0.9f;
-    float min_p = 0.0f;
-    float repeat_penalty = 1.1f;
-    int repeat_last_n = 64;
-    int64_t seed = -1;
     std::vector<std::string> stop;
     bool interactive = false;
     bool chat = false;
@@ -42,14 +31,6 @@ struct CliOptions {
     std::string system;
     bool think = false;
     bool no_think = false;
-    std::string chat_template = "auto";
-    std::string kv_type = "int8";
-    bool int8_kv = false;
-    bool fp16_kv = false;
-    std::string device = "auto";
-    std::string weights = "auto";
-    int mem_margin = 256;
-    int max_memory = 0;
     std::string dump_hal;
     bool info = false;
     bool tokenize = false;
@@ -59,6 +40,9 @@ struct CliOptions {
     bool verbose = false;
     bool version = false;
 };
+
+// Failures of this program's own steps (the engine reports through Status / FinishReason).
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
 
 std::atomic<jllm::Engine*> g_engine{nullptr};
 std::atomic<bool> g_generating{false};
@@ -75,29 +59,19 @@ void on_sigint(int) {
 }
 
 int run_info(const CliOptions& o) {
-    std::unique_ptr<jllm::GgufFile> f = jllm::GgufFile::open(o.model);
-    std::fputs(jllm::describe_gguf(*f, o.verbose).c_str(), stdout);
+    std::string text;
+    const jllm::Status st = jllm::describe_model(o.engine.config.model_path, o.verbose, text);
+    if (!st.ok) fail(st.message);
+    std::fputs(text.c_str(), stdout);
     return 0;
 }
 
 std::string read_text_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw jllm::JllmError("cannot read prompt file '" + path + "'");
+    if (!in) fail("cannot read prompt file '" + path + "'");
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
-}
-
-jllm::SamplingParams sampling_from(const CliOptions& o) {
-    jllm::SamplingParams s;
-    s.temperature = o.temp;
-    s.top_k = o.top_k;
-    s.top_p = o.top_p;
-    s.min_p = o.min_p;
-    s.repeat_penalty = o.repeat_penalty;
-    s.repeat_last_n = o.repeat_last_n;
-    if (o.seed >= 0) s.seed = static_cast<uint64_t>(o.seed);
-    return s;
 }
 
 void print_stats(const jllm::GenerateResult& r) {
@@ -126,12 +100,13 @@ void print_prefixed(const std::string& text) {
 }
 
 // Device, L4T, power mode, clocks and temperatures (the Jetson HAL; "unknown" off-Jetson).
-void print_board(const std::string& root) { print_prefixed(jllm::JetsonHal(root).summary()); }
+void print_board(const std::string& root) { print_prefixed(jllm::board_summary(root)); }
 
 // After each interactive turn: tokens, decode rate, resident high-water mark, hottest zone.
 void print_turn_line(const jllm::GenerateStats& s) {
     std::string peak = s.peak_memory_bytes >= 0 ? std::to_string(s.peak_memory_bytes / (1024 * 1024)) : "?";
-    std::string temp = s.peak_temperature_c >= 0 ? jllm::strfmt("%.0f C", s.peak_temperature_c) : "? C";
+    std::string temp = "? C";
+    if (s.peak_temperature_c >= 0) temp = std::to_string(static_cast<int>(s.peak_temperature_c + 0.5f)) + " C";
     std::fprintf(stderr, "[%d tokens, %.1f tok/s, peak %s MB, %s]\n", s.completion_tokens, s.decode_tps, peak.c_str(),
                  temp.c_str());
     if (s.oom_events > 0) std::fprintf(stderr, "[engine] stopped early: memory was running out\n");
@@ -158,27 +133,13 @@ jllm::GenerateResult stream_generate(jllm::Engine& engine, const jllm::GenerateR
 }
 
 int run_generate(const CliOptions& o) {
-    jllm::EngineConfig cfg;
-    cfg.model_path = o.model;
-    cfg.n_ctx = o.ctx_size;
-    cfg.n_threads = o.threads;
-    cfg.chat_template = o.chat_template;
-    std::string kv = o.kv_type;
-    if (o.int8_kv) kv = "int8";
-    if (o.fp16_kv) kv = "fp16";
-    cfg.kv_type = kv == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
-    cfg.weights = o.weights == "copy" ? jllm::WeightPlacement::Copy
-                  : (o.weights == "mapped" ? jllm::WeightPlacement::Mapped : jllm::WeightPlacement::Auto);
-    cfg.device = o.device == "cpu" ? jllm::DeviceKind::Cpu
-                                   : (o.device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto);
-    cfg.mem_margin_mb = o.mem_margin;
-    cfg.max_memory_mb = o.max_memory;
-    cfg.sysfs_root = jllm::JetsonHal::default_root();
+    jllm::EngineConfig cfg = o.engine.config;
+    cfg.sysfs_root = jllm::default_sysfs_root();
     print_board(cfg.sysfs_root);
 
     jllm::Engine engine;
     jllm::Status st = engine.load(cfg);
-    if (!st.ok) throw jllm::JllmError(st.message);
+    if (!st.ok) fail(st.message);
     const jllm::ModelInfo mi = engine.model_info();
     std::fprintf(stderr, "[engine] Model loaded in %.0f ms (%.0f MB/s)\n", mi.load_ms,
                  mi.load_ms > 0 ? mi.file_bytes / 1e6 / (mi.load_ms / 1000.0) : 0.0);
@@ -205,7 +166,7 @@ int run_generate(const CliOptions& o) {
         while (in >> tokstr) {
             char* end = nullptr;
             const long v = std::strtol(tokstr.c_str(), &end, 10);
-            if (*end != '\0' || v < 0 || v >= mi.n_vocab) throw jllm::JllmError("invalid token id '" + tokstr + "'");
+            if (*end != '\0' || v < 0 || v >= mi.n_vocab) fail("invalid token id '" + tokstr + "'");
             ids.push_back(static_cast<int32_t>(v));
         }
         const std::string text = engine.detokenize(ids);
@@ -216,9 +177,9 @@ int run_generate(const CliOptions& o) {
 
     const bool use_chat = !o.raw;
     jllm::GenerateRequest base;
-    base.sampling = sampling_from(o);
+    base.sampling = o.engine.sampling;
     base.stop = o.stop;
-    base.max_tokens = o.n_predict;
+    base.max_tokens = o.engine.n_predict;
     base.split_thinking = true;
 
     std::vector<jllm::ChatMessage> history;
@@ -242,25 +203,25 @@ int run_generate(const CliOptions& o) {
 
     if (!o.interactive) {
         std::string text = o.file.empty() ? o.prompt : read_text_file(o.file);
-        if (text.empty()) throw jllm::JllmError("no prompt given (use -p TEXT, -f FILE or -i)");
+        if (text.empty()) fail("no prompt given (use -p TEXT, -f FILE or -i)");
         jllm::GenerateRequest req = make_request(text);
         if (!o.dump_logits.empty()) {
             std::vector<int32_t> ids = engine.tokenize(req.prompt, req.parse_special, req.add_bos);
             std::vector<float> logits;
             jllm::Status s = engine.eval_all_logits(ids, logits);
-            if (!s.ok) throw jllm::JllmError(s.message);
+            if (!s.ok) fail(s.message);
             std::ofstream out(o.dump_logits, std::ios::binary);
             const size_t V = static_cast<size_t>(mi.n_vocab);
             out.write(reinterpret_cast<const char*>(logits.data() + (ids.size() - 1) * V),
                       static_cast<std::streamsize>(V * sizeof(float)));
-            if (!out) throw jllm::JllmError("cannot write '" + o.dump_logits + "'");
+            if (!out) fail("cannot write '" + o.dump_logits + "'");
             std::fprintf(stderr, "[engine] Wrote %zu logits of the last prompt position to %s\n", V,
                          o.dump_logits.c_str());
-            if (o.n_predict == 0) return 0;
+            if (o.engine.n_predict == 0) return 0;
         }
         jllm::GenerateResult r = stream_generate(engine, req);
         print_stats(r);
-        if (r.finish == jllm::FinishReason::Error) throw jllm::JllmError(r.error);
+        if (r.finish == jllm::FinishReason::Error) fail(r.error);
         return 0;
     }
 
@@ -296,23 +257,10 @@ int run_generate(const CliOptions& o) {
 int main(int argc, char** argv) {
     CliOptions o;
     CLI::App app{"jetson-llm — LLM inference for the Jetson Orin Nano (GGUF models)", "jetson-llm"};
-    app.add_option("-m,--model", o.model, "GGUF model file");
+    jllm::flags::add_engine_flags(app, o.engine, jllm::flags::ALL);
+    app.get_option("--model")->required(false);  // --version and --dump-hal need none
     app.add_option("-p,--prompt", o.prompt, "Prompt text (chat template applied unless --raw)");
     app.add_option("-f,--file", o.file, "Read the prompt from a file");
-    app.add_option("-n,--n-predict", o.n_predict, "Tokens to generate (-1: until the context is full)")
-        ->capture_default_str();
-    app.add_option("-c,--ctx-size", o.ctx_size, "Context length (0: the model's, capped at 4096)")
-        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-    app.add_option("-t,--threads", o.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
-    app.add_option("--temp", o.temp, "Temperature (0: greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
-    app.add_option("--top-k", o.top_k, "Top-k (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 24));
-    app.add_option("--top-p", o.top_p, "Top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-    app.add_option("--min-p", o.min_p, "Min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-    app.add_option("--repeat-penalty", o.repeat_penalty, "Repetition penalty (1: off)")
-        ->capture_default_str()->check(CLI::Range(0.0, 10.0));
-    app.add_option("--repeat-last-n", o.repeat_last_n, "Penalty window (0: off, -1: whole context)")
-        ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
-    app.add_option("--seed", o.seed, "Random seed (-1: random)")->check(CLI::Range(int64_t{-1}, INT64_MAX));
     app.add_option("--stop", o.stop, "Stop string (repeatable); never printed");
     app.add_flag("-i,--interactive", o.interactive, "Interactive chat; the conversation is kept");
     auto* chat = app.add_flag("--chat", o.chat, "Apply the model's chat template (default)");
@@ -322,24 +270,6 @@ int main(int argc, char** argv) {
     auto* think = app.add_flag("--think", o.think, "Let the model think (Qwen3); reasoning shown in <think>");
     auto* nothink = app.add_flag("--no-think", o.no_think, "No thinking (default)");
     think->excludes(nothink);
-    app.add_option("--chat-template", o.chat_template, "Chat template")
-        ->check(CLI::IsMember({"auto", "chatml", "qwen3", "llama3"}))->capture_default_str();
-    app.add_option("--kv-type", o.kv_type, "KV cache type")->check(CLI::IsMember({"int8", "fp16"}))
-        ->capture_default_str();
-    auto* i8 = app.add_flag("--int8-kv", o.int8_kv, "Same as --kv-type int8");
-    auto* f16 = app.add_flag("--fp16-kv", o.fp16_kv, "Same as --kv-type fp16");
-    i8->excludes(f16);
-    app.add_option("--weights", o.weights,
-                   "GPU weight placement: copy to device memory (Q4_K/Q6_K in the GPU's tiled layout, the "
-                   "faster kernels), or mapped (read in place from the file; default on integrated GPUs). "
-                   "The CPU always reads the mapped file")
-        ->check(CLI::IsMember({"auto", "copy", "mapped"}))->capture_default_str();
-    app.add_option("--device", o.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-        ->capture_default_str();
-    app.add_option("--mem-margin", o.mem_margin, "Memory kept free for the OS and other services (MB)")
-        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-    app.add_option("--max-memory", o.max_memory, "Hard cap on what the engine holds (MB, 0: none)")
-        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
     app.add_option("--dump-hal", o.dump_hal, "Copy every file the Jetson HAL reads into DIR (a fixture tree) and exit");
     app.add_flag("--info", o.info, "Print the model's architecture, hyper-parameters, tokenizer and tensors");
     auto* tk = app.add_flag("--tokenize", o.tokenize, "Print the token ids of the prompt");
@@ -368,13 +298,13 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_sigint);
     try {
         if (!o.dump_hal.empty()) {
-            const jllm::JetsonHal hal(jllm::JetsonHal::default_root());
-            const int n = hal.dump(o.dump_hal);
+            const std::string root = jllm::default_sysfs_root();
+            const int n = jllm::dump_board_files(root, o.dump_hal);
             std::fprintf(stderr, "[engine] Copied %d files the HAL reads into %s\n", n, o.dump_hal.c_str());
-            print_board(hal.root());
+            print_board(root);
             return 0;
         }
-        if (o.model.empty()) {
+        if (o.engine.config.model_path.empty()) {
             std::fprintf(stderr, "jetson-llm: error: no model given (use -m FILE; see --help)\n");
             return 2;
         }

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
-#include "jllm_engine.h"
+#include "engine_flags.h"
+#include "jllm.h"
 #include "jllm_version.h"
 #include "server/http_server.h"
 
@@ -159,23 +159,19 @@ int main(int argc, char** argv) {
     if (!filter_foreign_flags(args)) return 2;
 
     jllm::server::ServerOptions o;
-    std::string kv_type = "int8", device = "auto", weights = "auto", chat_template = "auto";
-    bool int8_kv = false, fp16_kv = false, verbose = false, version = false;
+    bool verbose = false, version = false;
     std::vector<std::string> api_keys;
     std::string api_key_file;
-    int64_t seed = -1;
-    jllm::SamplingParams& s = o.defaults.sampling;
+    jllm::flags::EngineFlags f;
+    f.n_predict = o.defaults.max_tokens;
     // OpenAI clients expect temperature 0 to pick the model's most likely token; a hidden
     // repetition penalty would not (presence/frequency penalties are the OpenAI knobs).
-    s.repeat_penalty = 1.0f;
+    f.sampling.repeat_penalty = 1.0f;
 
     CLI::App app{"jetson-llm-server — OpenAI-compatible HTTP server for one GGUF model", PROG};
-    app.add_option("-m,--model", o.engine.model_path, "GGUF model file")->required();
+    jllm::flags::add_engine_flags(app, f, jllm::flags::ALL, true);
     app.add_option("--host", o.host, "Address to listen on")->capture_default_str();
     app.add_option("-p,--port", o.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-    app.add_option("-c,--ctx-size", o.engine.n_ctx, "Context length (0: the model's, capped at 4096)")
-        ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-    app.add_option("-t,--threads", o.engine.n_threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
     app.add_option("--api-key", api_keys, "API key clients must send as 'Authorization: Bearer KEY' (repeatable; "
                                           "comma-separated lists accepted)");
     app.add_option("--api-key-file", api_key_file, "File with API keys, one per line (# comments)");
@@ -184,33 +180,6 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::Range(0, 100000));
     app.add_option("--timeout", o.timeout_s, "Per-request time limit in seconds, queue wait included")
         ->capture_default_str()->check(CLI::Range(1, 86400 * 7));
-    app.add_option("--chat-template", chat_template, "Chat template")
-        ->check(CLI::IsMember({"auto", "chatml", "qwen3", "llama3"}))->capture_default_str();
-    app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"int8", "fp16"}))->capture_default_str();
-    auto* i8 = app.add_flag("--int8-kv", int8_kv, "Same as --kv-type int8");
-    auto* f16 = app.add_flag("--fp16-kv", fp16_kv, "Same as --kv-type fp16");
-    i8->excludes(f16);
-    app.add_option("--device", device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-    app.add_option("--weights", weights,
-                   "GPU weight placement: copy (Q4_K/Q6_K in the tiled layout) or mapped (in place; auto: mapped "
-                   "on integrated GPUs)")
-        ->check(CLI::IsMember({"auto", "copy", "mapped"}))
-        ->capture_default_str();
-    app.add_option("--mem-margin", o.engine.mem_margin_mb, "Memory kept free (MB)")->capture_default_str()
-        ->check(CLI::Range(0, 1 << 20));
-    app.add_option("--max-memory", o.engine.max_memory_mb, "Hard memory cap (MB, 0: none)")->check(CLI::Range(0, 1 << 24));
-    // Defaults for requests that leave a field out (same names and defaults as jetson-llm).
-    app.add_option("-n,--n-predict", o.defaults.max_tokens, "Default max_tokens (-1: until the context is full)")
-        ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
-    app.add_option("--temp", s.temperature, "Default temperature")->capture_default_str()->check(CLI::Range(0.0, 2.0));
-    app.add_option("--top-k", s.top_k, "Default top-k (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 24));
-    app.add_option("--top-p", s.top_p, "Default top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-    app.add_option("--min-p", s.min_p, "Default min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-    app.add_option("--repeat-penalty", s.repeat_penalty, "Default repetition penalty (1: off)")->capture_default_str()
-        ->check(CLI::Range(0.01, 10.0));
-    app.add_option("--repeat-last-n", s.repeat_last_n, "Default penalty window (0: off, -1: whole context)")
-        ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
-    app.add_option("--seed", seed, "Default seed (-1: random per request)")->check(CLI::Range(int64_t{-1}, INT64_MAX));
     app.add_flag("-v,--verbose", verbose, "Log every request");
     app.add_flag("--version", version, "Print the version and exit");
 
@@ -250,14 +219,10 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    if (int8_kv) kv_type = "int8";
-    if (fp16_kv) kv_type = "fp16";
-    o.engine.kv_type = kv_type == "fp16" ? jllm::KvType::Fp16 : jllm::KvType::Int8;
-    o.engine.device = device == "cpu" ? jllm::DeviceKind::Cpu : device == "cuda" ? jllm::DeviceKind::Cuda : jllm::DeviceKind::Auto;
-    o.engine.weights = weights == "copy" ? jllm::WeightPlacement::Copy
-                       : weights == "mapped" ? jllm::WeightPlacement::Mapped : jllm::WeightPlacement::Auto;
-    o.engine.chat_template = chat_template;
-    if (seed >= 0) s.seed = static_cast<uint64_t>(seed);
+    o.engine = f.config;
+    o.engine.sysfs_root = jllm::default_sysfs_root();
+    o.defaults.sampling = f.sampling;
+    o.defaults.max_tokens = f.n_predict;
     if (verbose) jllm::set_log_level(jllm::LogLevel::Debug);
     if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1" && o.api_keys.empty()) {
         std::fprintf(stderr, "%s: warning: listening on %s without --api-key\n", PROG, o.host.c_str());

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     app.add_option("--from", from, "cut this real GGUF to its first --layers blocks instead of synthesizing");
     app.add_option("-t,--threads", threads, "quantization threads (default: all cores)");
     app.add_option("--tokenizer-dir", tokenizer_dir,
-                   "folder with the Hugging Face tokenizer folders qwen3/ and llama3/ (default: $JLLM_TOKENIZER_DIR or the repo's shared/testdata/tokenizers)");
+                   "folder with the Hugging Face tokenizer folders qwen3/ and llama3/ (default: $JLLM_TOKENIZER_DIR or the repo's shared/testdata/tokenizers)")
+        ->envname("JLLM_TOKENIZER_DIR");
     app.add_flag("--zeros", zeros, "all weights zero: layout only (fast; for type-table and loader tests)");
     app.add_flag("--exact-quant", exact, "k-quants with the reference quantizers' full scale search (much slower: 44 s vs 3.1 s for tiny-qwen3 q4_k_m on 2 cores)");
     app.add_flag("--list", list, "list the presets and exit");
@@ -87,9 +88,7 @@ int main(int argc, char** argv) {
         opt.n_layer = layers;
         opt.zeros = zeros;
         opt.exact_quant = exact;
-        if (!tokenizer_dir.empty()) opt.tokenizer_dir = tokenizer_dir;
-        else if (const char* e = std::getenv("JLLM_TOKENIZER_DIR")) opt.tokenizer_dir = e;
-        else opt.tokenizer_dir = JLLM_DEFAULT_TOKENIZER_DIR;
+        opt.tokenizer_dir = tokenizer_dir.empty() ? std::string(JLLM_DEFAULT_TOKENIZER_DIR) : tokenizer_dir;
         const uint64_t bytes = jllm::write_synth_model(opt, out, threads);
         if (!quiet) {
             std::printf("%s: preset %s, recipe %s, seed %" PRIu64 ", %" PRIu64 " bytes, %.1f s\n", out.c_str(),

@@ -1,12 +1,10 @@
-// core/log.h — stderr logging with a global verbosity. Engine lines use the "[engine]" prefix.
+// core/log.h — stderr logging at the verbosity of include/jllm_log.h. Engine lines use the
+// "[engine]" prefix.
 #pragma once
 
+#include "jllm_log.h"
+
 namespace jllm {
-
-enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
-
-void set_log_level(LogLevel level);
-LogLevel log_level();
 
 void log_msg(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

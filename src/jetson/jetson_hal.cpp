@@ -1,10 +1,9 @@
 // jetson/jetson_hal.cpp — JetsonHal: reads the board's identity, power mode, clocks, thermal
 // zones and power rails from files under an injectable root (paths and their sources in
-// jetson/sysfs_paths.h). Missing or unreadable files leave a field "unknown"; nothing throws
+// jetson/hal_paths.h). Missing or unreadable files leave a field "unknown"; nothing throws
 // except dump() when its output directory cannot be written.
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,10 +11,10 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "jetson/sysfs_paths.h"
-#include "jllm_jetson.h"
-#include "jllm_memory.h"
-#include "memory/sysfs_path.h"
+#include "jetson/hal_paths.h"
+#include "jetson/jetson_hal.h"
+#include "memory/memory_budget.h"
+#include "core/sysfs_root.h"
 
 namespace fs = std::filesystem;
 
@@ -24,7 +23,7 @@ namespace jllm {
 namespace {
 
 std::optional<std::string> read_raw(const std::string& root, const std::string& abs) {
-    std::ifstream in(sysfs_path(root, abs), std::ios::binary);
+    std::ifstream in(rooted_path(root, abs), std::ios::binary);
     if (!in) return std::nullopt;
     std::ostringstream ss;
     ss << in.rdbuf();
@@ -51,7 +50,7 @@ int64_t read_int(const std::string& root, const std::string& abs) {
 
 bool exists(const std::string& root, const std::string& abs) {
     std::error_code ec;
-    return fs::exists(sysfs_path(root, abs), ec);
+    return fs::exists(rooted_path(root, abs), ec);
 }
 
 // Entries of a directory whose names start with `prefix` followed by a number, sorted by it.
@@ -59,7 +58,7 @@ std::vector<std::pair<int, std::string>> numbered_entries(const std::string& roo
                                                           const std::string& prefix) {
     std::vector<std::pair<int, std::string>> out;
     std::error_code ec;
-    fs::directory_iterator it(sysfs_path(root, abs), ec);
+    fs::directory_iterator it(rooted_path(root, abs), ec);
     if (ec) return out;
     for (const fs::directory_entry& e : it) {
         const std::string name = e.path().filename().string();
@@ -75,7 +74,7 @@ std::vector<std::pair<int, std::string>> numbered_entries(const std::string& roo
 std::vector<std::string> dir_names(const std::string& root, const std::string& abs) {
     std::vector<std::string> out;
     std::error_code ec;
-    fs::directory_iterator it(sysfs_path(root, abs), ec);
+    fs::directory_iterator it(rooted_path(root, abs), ec);
     if (ec) return out;
     for (const fs::directory_entry& e : it) out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
@@ -167,11 +166,6 @@ const ThermalZone* ThermalState::find(const std::string& type) const {
 
 JetsonHal::JetsonHal(std::string root, GpuPropertiesProvider gpu) : root_(std::move(root)), gpu_(std::move(gpu)) {
     if (root_.empty()) root_ = "/";
-}
-
-std::string JetsonHal::default_root() {
-    const char* env = std::getenv("JLLM_SYSFS_ROOT");
-    return env && *env ? std::string(env) : std::string("/");
 }
 
 JetsonInfo JetsonHal::info() const {
@@ -382,7 +376,7 @@ std::vector<std::string> JetsonHal::files() const {
     std::vector<std::string> out;
     for (const std::string& f : c) {
         std::error_code ec;
-        if (fs::is_regular_file(sysfs_path(root_, f), ec)) out.push_back(f);
+        if (fs::is_regular_file(rooted_path(root_, f), ec)) out.push_back(f);
     }
     return out;
 }
@@ -438,5 +432,9 @@ std::string JetsonHal::summary() const {
     s += strfmt("Power rails: %s\n", rails_s.empty() ? "unknown" : rails_s.c_str());
     return s;
 }
+
+std::string board_summary(const std::string& sysfs_root) { return JetsonHal(sysfs_root).summary(); }
+
+int dump_board_files(const std::string& sysfs_root, const std::string& dir) { return JetsonHal(sysfs_root).dump(dir); }
 
 }  // namespace jllm

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "jetson/thermal_guard.h"
+
 #include "core/error.h"
+#include "core/sysfs_root.h"
 #include "core/timer.h"
-#include "jetson/sysfs_paths.h"
-#include "jllm_jetson.h"
-#include "memory/sysfs_path.h"
+#include "jetson/hal_paths.h"
+#include "jetson/jetson_hal.h"
 
 namespace jllm {
 
@@ -41,7 +43,7 @@ void ThermalGuard::configure(const std::string& root, const ThermalConfig& cfg) 
     const ThermalState ts = JetsonHal(root).thermal();
     for (const ThermalZone& z : ts.zones) {
         if (!z.valid()) continue;  // disabled zones read empty; they never count
-        temp_paths_.push_back(sysfs_path(root, strfmt("%s/thermal_zone%d/temp", hal_paths::THERMAL_DIR, z.index)));
+        temp_paths_.push_back(rooted_path(root, strfmt("%s/thermal_zone%d/temp", hal_paths::THERMAL_DIR, z.index)));
     }
     const float crit = ts.critical_c();
     stop_c_ = cfg.stop_c > 0.0f ? cfg.stop_c : (crit > 0.0f ? crit : 95.0f);

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "jllm_memory.h"
-#include "memory/sysfs_path.h"
+#include "core/sysfs_root.h"
+#include "memory/memory_budget.h"
 
 namespace jllm {
 
@@ -56,7 +56,7 @@ MemInfo parse_meminfo(const std::string& text) {
     return m;
 }
 
-MemInfo read_meminfo(const std::string& root) { return parse_meminfo(slurp(sysfs_path(root, "/proc/meminfo"))); }
+MemInfo read_meminfo(const std::string& root) { return parse_meminfo(slurp(rooted_path(root, "/proc/meminfo"))); }
 
 int64_t read_mem_available(const char* path) {
     // /proc/meminfo is ~1.5 KB; MemAvailable is its third line. One read() into the stack.
@@ -77,7 +77,7 @@ int64_t read_mem_available(const char* path) {
 }
 
 ProcessMemory read_process_memory(const std::string& root) {
-    const std::string s = slurp(sysfs_path(root, "/proc/self/status"));
+    const std::string s = slurp(rooted_path(root, "/proc/self/status"));
     ProcessMemory pm;
     pm.rss = kb_field(s, "VmRSS");
     pm.rss_peak = kb_field(s, "VmHWM");

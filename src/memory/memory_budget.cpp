@@ -10,8 +10,9 @@
 #include <cinttypes>
 #include <climits>
 
+#include "memory/memory_budget.h"
+
 #include "core/error.h"
-#include "jllm_memory.h"
 
 namespace jllm {
 

@@ -5,14 +5,16 @@
 #include <algorithm>
 #include <vector>
 
+#include "memory/oom_guard.h"
+
+#include "core/sysfs_root.h"
 #include "core/timer.h"
-#include "jllm_memory.h"
-#include "memory/sysfs_path.h"
+#include "memory/memory_budget.h"
 
 namespace jllm {
 
 void OomGuard::configure(const std::string& root, int64_t threshold) {
-    path_ = sysfs_path(root, "/proc/meminfo");
+    path_ = rooted_path(root, "/proc/meminfo");
     threshold_ = threshold;
     reset();
 }

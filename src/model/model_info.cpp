@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "jllm_engine.h"
 #include "model/model_config.h"
 
 namespace jllm {
@@ -97,6 +98,16 @@ std::string describe_gguf(const GgufFile& f, bool verbose) {
         }
     }
     return o;
+}
+
+Status describe_model(const std::string& path, bool verbose, std::string& text) {
+    try {
+        const std::unique_ptr<GgufFile> f = GgufFile::open(path);
+        text = describe_gguf(*f, verbose);
+        return Status::success();
+    } catch (const std::exception& e) {
+        return Status::error(e.what());
+    }
 }
 
 }  // namespace jllm

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "jetson/jetson_hal.h"
+#include "jetson/thermal_guard.h"
 #include "jllm_jetson.h"
 #include "test_paths.h"
 
@@ -146,9 +148,9 @@ TEST(JetsonHal, SummaryNamesDeviceModeClocksAndTemperatures) {
 
 TEST(JetsonHal, DefaultRootComesFromTheEnvironment) {
     ::setenv("JLLM_SYSFS_ROOT", "/some/root", 1);
-    EXPECT_EQ(JetsonHal::default_root(), "/some/root");
+    EXPECT_EQ(default_sysfs_root(), "/some/root");
     ::unsetenv("JLLM_SYSFS_ROOT");
-    EXPECT_EQ(JetsonHal::default_root(), "/");
+    EXPECT_EQ(default_sysfs_root(), "/");
 }
 
 TEST(ThermalGuard, PacesAbovePaceAndStopsAtTheCriticalTrip) {

@@ -9,7 +9,9 @@
 
 #include "alloc_counter.h"
 #include "gguf/gguf.h"
+#include "jetson/thermal_guard.h"
 #include "jllm_engine.h"
+#include "memory/oom_guard.h"
 #include "test_paths.h"
 #include "tiny_model.h"
 #include "tokenizer/tokenizer.h"

@@ -8,7 +8,8 @@
 
 #include "core/error.h"
 #include "core/memory_pool.h"
-#include "jllm_memory.h"
+#include "memory/memory_budget.h"
+#include "memory/oom_guard.h"
 #include "test_paths.h"
 
 namespace jllm {

@@ -1,5 +1,5 @@
-// jetson/sysfs_paths.h — every file the Jetson HAL reads, with the source that justifies it.
-// All are absolute system paths, joined to the injectable root (memory/sysfs_path.h).
+// jetson/hal_paths.h — every file the Jetson HAL reads, with the source that justifies it.
+// All are absolute system paths, joined to the injectable root (core/sysfs_root.h).
 //
 // Sources (facts only; cited where each path is used below):
 //  [L4T]   NVIDIA Jetson Linux Developer Guide, "Jetson Orin Nano Series, Jetson Orin NX Series

@@ -1,0 +1,82 @@
+// apps/common/engine_flags.cpp — see engine_flags.h.
+#include "engine_flags.h"
+
+#include <map>
+#include <string>
+
+namespace jllm::flags {
+
+namespace {
+
+const std::map<std::string, KvType> KV_TYPES = {{"int8", KvType::Int8}, {"fp16", KvType::Fp16}};
+const std::map<std::string, DeviceKind> DEVICES = {
+    {"auto", DeviceKind::Auto}, {"cpu", DeviceKind::Cpu}, {"cuda", DeviceKind::Cuda}};
+const std::map<std::string, WeightPlacement> PLACEMENTS = {
+    {"auto", WeightPlacement::Auto}, {"copy", WeightPlacement::Copy}, {"mapped", WeightPlacement::Mapped}};
+
+// "the default for requests" where the sampling flags are a server's defaults.
+std::string sampling_help(const char* what, bool defaults) {
+    return defaults ? std::string(what) + "; the default of requests that leave it out" : std::string(what);
+}
+
+}  // namespace
+
+void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampling_defaults) {
+    EngineConfig& c = f.config;
+    if (groups & MODEL) app.add_option("-m,--model", c.model_path, "GGUF model file")->required();
+    if (groups & CONTEXT) {
+        app.add_option("-c,--ctx-size", c.n_ctx, "Context length (0: the largest that fits, capped by the model and 4096)")
+            ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+    }
+    if (groups & RUNTIME) {
+        app.add_option("-t,--threads", c.n_threads, "CPU threads (0: all cores)")->capture_default_str()
+            ->check(CLI::Range(0, 1024));
+        auto* kv = app.add_option("--kv-type", c.kv_type, "KV cache type: int8 (one fp16 scale per position and head) "
+                                                          "or fp16")
+                       ->transform(CLI::CheckedTransformer(KV_TYPES))->default_str("int8");
+        auto* i8 = app.add_flag_callback("--int8-kv", [&c] { c.kv_type = KvType::Int8; }, "Same as --kv-type int8");
+        auto* f16 = app.add_flag_callback("--fp16-kv", [&c] { c.kv_type = KvType::Fp16; }, "Same as --kv-type fp16");
+        i8->excludes(f16)->excludes(kv);
+        f16->excludes(kv);
+        app.add_option("--device", c.device, "Compute device (auto: CUDA when a device is present, else the CPU)")
+            ->transform(CLI::CheckedTransformer(DEVICES))->default_str("auto");
+        app.add_option("--weights", c.weights,
+                       "GPU weight placement: copy to device memory (Q4_K/Q6_K in the GPU's tiled layout, the faster "
+                       "kernels) or mapped (read in place from the file); auto: mapped on integrated GPUs, copied on "
+                       "discrete ones. The CPU always reads the mapped file")
+            ->transform(CLI::CheckedTransformer(PLACEMENTS))->default_str("auto");
+        app.add_option("--mem-margin", c.mem_margin_mb, "Memory kept free for the OS and other services (MB)")
+            ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+        app.add_option("--max-memory", c.max_memory_mb, "Hard cap on what the engine holds (MB, 0: none)")
+            ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+    }
+    if (groups & CHAT) {
+        app.add_option("--chat-template", c.chat_template, "Chat template (auto: from the model's metadata)")
+            ->check(CLI::IsMember({"auto", "chatml", "qwen3", "llama3"}))->capture_default_str();
+    }
+    if (groups & SAMPLING) {
+        const bool d = sampling_defaults;
+        SamplingParams& s = f.sampling;
+        app.add_option("-n,--n-predict", f.n_predict, sampling_help("Tokens to generate (-1: until the context is full)", d))
+            ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
+        app.add_option("--temp", s.temperature, sampling_help("Temperature (0: greedy)", d))->capture_default_str()
+            ->check(CLI::Range(0.0, 100.0));
+        app.add_option("--top-k", s.top_k, sampling_help("Top-k (0: off)", d))->capture_default_str()
+            ->check(CLI::Range(0, 1 << 24));
+        app.add_option("--top-p", s.top_p, sampling_help("Top-p (1: off)", d))->capture_default_str()
+            ->check(CLI::Range(0.0, 1.0));
+        app.add_option("--min-p", s.min_p, sampling_help("Min-p (0: off)", d))->capture_default_str()
+            ->check(CLI::Range(0.0, 1.0));
+        app.add_option("--repeat-penalty", s.repeat_penalty, sampling_help("Repetition penalty (1: off)", d))
+            ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+        app.add_option("--repeat-last-n", s.repeat_last_n,
+                       sampling_help("Penalty window (0: off, -1: the whole context)", d))
+            ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
+        app.add_option_function<int64_t>(
+               "--seed", [&s](int64_t v) { s.seed = v < 0 ? SamplingParams{}.seed : static_cast<uint64_t>(v); },
+               sampling_help("Random seed (-1: random)", d))
+            ->check(CLI::Range(int64_t{-1}, INT64_MAX));
+    }
+}
+
+}  // namespace jllm::flags
