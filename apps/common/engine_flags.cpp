@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace jllm::flags {
 
@@ -19,6 +20,17 @@ std::string sampling_help(const char* what, bool defaults) {
     return defaults ? std::string(what) + "; the default of requests that leave it out" : std::string(what);
 }
 
+// An enum flag: one of the table's names (help shows them and the default), parsed into *out.
+template <typename E>
+CLI::Option* add_enum(CLI::App& app, const char* name, E* out, const std::map<std::string, E>& table, const char* dflt,
+                      const std::string& help) {
+    std::vector<std::string> names;
+    for (const auto& [n, v] : table) names.push_back(n);
+    return app.add_option_function<std::string>(name, [out, &table](const std::string& v) { *out = table.at(v); }, help)
+        ->check(CLI::IsMember(names))
+        ->default_str(dflt);
+}
+
 }  // namespace
 
 void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampling_defaults) {
@@ -31,20 +43,18 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
     if (groups & RUNTIME) {
         app.add_option("-t,--threads", c.n_threads, "CPU threads (0: all cores)")->capture_default_str()
             ->check(CLI::Range(0, 1024));
-        auto* kv = app.add_option("--kv-type", c.kv_type, "KV cache type: int8 (one fp16 scale per position and head) "
-                                                          "or fp16")
-                       ->transform(CLI::CheckedTransformer(KV_TYPES))->default_str("int8");
+        auto* kv = add_enum(app, "--kv-type", &c.kv_type, KV_TYPES, "int8",
+                            "KV cache type: int8 (one fp16 scale per position and head) or fp16");
         auto* i8 = app.add_flag_callback("--int8-kv", [&c] { c.kv_type = KvType::Int8; }, "Same as --kv-type int8");
         auto* f16 = app.add_flag_callback("--fp16-kv", [&c] { c.kv_type = KvType::Fp16; }, "Same as --kv-type fp16");
         i8->excludes(f16)->excludes(kv);
         f16->excludes(kv);
-        app.add_option("--device", c.device, "Compute device (auto: CUDA when a device is present, else the CPU)")
-            ->transform(CLI::CheckedTransformer(DEVICES))->default_str("auto");
-        app.add_option("--weights", c.weights,
-                       "GPU weight placement: copy to device memory (Q4_K/Q6_K in the GPU's tiled layout, the faster "
-                       "kernels) or mapped (read in place from the file); auto: mapped on integrated GPUs, copied on "
-                       "discrete ones. The CPU always reads the mapped file")
-            ->transform(CLI::CheckedTransformer(PLACEMENTS))->default_str("auto");
+        add_enum(app, "--device", &c.device, DEVICES, "auto",
+                 "Compute device (auto: CUDA when a device is present, else the CPU)");
+        add_enum(app, "--weights", &c.weights, PLACEMENTS, "auto",
+                 "GPU weight placement: copy to device memory (Q4_K/Q6_K in the GPU's tiled layout, the faster "
+                 "kernels) or mapped (read in place from the file); auto: mapped on integrated GPUs, copied on "
+                 "discrete ones. The CPU always reads the mapped file");
         app.add_option("--mem-margin", c.mem_margin_mb, "Memory kept free for the OS and other services (MB)")
             ->capture_default_str()->check(CLI::Range(0, 1 << 20));
         app.add_option("--max-memory", c.max_memory_mb, "Hard cap on what the engine holds (MB, 0: none)")

@@ -72,6 +72,7 @@ bool name_in(const char* names, const std::string& arg) {
 // translate (-np 1, -ctk/-ctv, --no-mmap). Returns false after printing an error.
 bool filter_foreign_flags(std::vector<std::string>& args) {
     std::vector<std::string> out;
+    std::string cache_type;  // -ctk / -ctv: K and V share one type here, so they must agree
     for (size_t i = 0; i < args.size(); ++i) {
         std::string a = args[i];
         std::string value;
@@ -101,15 +102,22 @@ bool filter_foreign_flags(std::vector<std::string>& args) {
         }
         if (a == "-ctk" || a == "--cache-type-k" || a == "-ctv" || a == "--cache-type-v") {
             if (!take_value()) return false;
+            std::string type;
             if (value == "q8_0" || value == "int8") {
-                out.push_back("--kv-type=int8");
+                type = "int8";
             } else if (value == "f16" || value == "fp16") {
-                out.push_back("--kv-type=fp16");
+                type = "fp16";
             } else {
                 std::fprintf(stderr, "%s: error: %s %s: the KV cache is int8 (q8_0) or fp16 (f16)\n", PROG, a.c_str(),
                              value.c_str());
                 return false;
             }
+            if (!cache_type.empty() && cache_type != type) {
+                std::fprintf(stderr, "%s: error: -ctk and -ctv differ: K and V share one cache type here\n", PROG);
+                return false;
+            }
+            if (cache_type.empty()) out.push_back("--kv-type=" + type);
+            cache_type = type;
             continue;
         }
         if (a == "-to") {  // llama-server's short spelling (CLI11 short flags are one letter)
