@@ -327,12 +327,13 @@ void launch_attention(const AttentionParams& p, void* stream) {
         split_plan(p.pos0 + p.n_tok, p.max_split, min_keys, &per, &used);
         n_split = used > 1 ? p.max_split : 1;
     }
-    // The Q/K/V post: folded into the group-shared decode kernel where a block's heads, K and V
-    // take one round of its warps (H200: Qwen3-0.6B's group 2 tg128 +4-6%; Qwen3-4B's group 4 in
-    // two rounds -7% at short contexts; split into one or two heads per block, one round: +3-4% at
-    // every depth), or two rounds on a large grid (Qwen3-4B's four heads per block past 16
-    // splits: d4096 +1.5%), else its own kernel first.
-    const DecodeHeads heads = grouped ? attention_decode_heads(group, p.n_head, n_split, device_sm_count(), p.choice.decode_warps) : DecodeHeads{group, false};
+    // The Q/K/V post: folded into the grouped decode kernel where a block's heads, K and V take one
+    // round of its warps, or two rounds on a large grid (there the saved launch outweighs the
+    // second round; at short contexts it does not: docs/gpu_speed_notes.md), else its own kernel
+    // first.
+    const DecodeHeads heads = grouped ? attention_decode_heads(group, p.n_head, n_split, device_sm_count(),
+                                                               p.choice.decode_warps)
+                                      : DecodeHeads{group, false};
     const QkvPostParams* post = nullptr;
     if (p.post != nullptr) {
         JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&

@@ -17,8 +17,8 @@
 // (exact), then q * fp16(d * sc) - fp16(dmin * m) by one __hfma2 (Q6_K: (q - 32) * fp16(d * sc)
 // by __hmul2). A warp whose block column holds a weight that could pass 65504 decodes
 // ChunkDequant's fp32 values, saturated as pack_half2 does (gemm_f16_ref), in a loop kept compact:
-// no quantizer makes such weights from a real model, and unrolled it cost the fast path's
-// instruction cache (pp33 6,050 -> 6,740 when it was rolled up).
+// no quantizer makes such weights from a real model, and unrolled it crowded the fast path out of
+// the instruction cache (docs/gpu_speed_notes.md).
 #include <cuda_fp16.h>
 
 #include <algorithm>

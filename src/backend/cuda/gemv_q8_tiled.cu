@@ -227,12 +227,11 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
 }
 
 // Tiles per batch of the tiled GEMV (U) and whether the next batch's loads go out before this
-// batch's arithmetic (PREFETCH), as measured on the H200 (docs/gpu_speed_notes.md). One token, one
-// matrix at a time: PREFETCH with one tile (65536 x 8192 Q4_K 78.8% -> 91.5% of copy, Q6_K 87.4% ->
-// 90.3%; qwen3-4b tg128 +2.5%; two tiles where four warps share a group's columns, or PREFETCH for the
-// Q4_K SwiGLU product, lost 1-4% in the engine). Otherwise U tiles are loaded before any is used:
-// four for Q4_K; for Q6_K four when four warps share a group's columns and two when one or two
-// do; fewer when gate and up are read side by side.
+// batch's arithmetic (PREFETCH), chosen by measurement (docs/gpu_speed_notes.md). One token, one
+// matrix at a time: PREFETCH with one tile, which keeps a warp's loads in flight across batches
+// with the fewest registers (more tiles, or PREFETCH for the SwiGLU product, measured slower).
+// Otherwise U tiles are loaded before any is used: four for Q4_K; for Q6_K four when four warps
+// share a group's columns and two when one or two do; fewer when gate and up are read side by side.
 // SHARED: four warps share a group's columns (k_split = 4).
 struct TiledBatch {
     int u;
@@ -257,7 +256,7 @@ constexpr int64_t TILED_WIDE_MIN_WALK = 2;
 
 // Warps per 8-row group of the tiled GEMV (k_split) for `groups` groups of nb block columns: more
 // while the matrices have few groups or a warp would walk more than TILED_MAX_WALK block columns
-// (65536 x 8192 Q6_K: 85.6% -> 90.3% of copy), while a warp keeps 2; TILED_WIDE_WARPS (one group
+// (long walks leave too few loads in flight per SM), while a warp keeps 2; TILED_WIDE_WARPS (one group
 // per block) where `may_widen` (one token, one matrix, no SwiGLU) and the groups are few.
 int tiled_k_split(int64_t groups, int64_t nb, bool may_widen) {
     int k_split = 1;
@@ -284,8 +283,8 @@ auto tiled_qo1_kernel(int k_split) {
 
 // How the one-token SwiGLU product on tiles (`groups` 8-row groups of nb block columns) makes y's
 // 8-bit copy: 1, by blocks of four groups (each block's 32 rows one q8 block), where that grid is
-// one wave of resident blocks (the larger blocks must not add a wave: qwen3-4b's 304 blocks of
-// eight warps at two per SM lost 5% to the separate quantization on the H200); else 2, by halves
+// one wave of resident blocks (a second wave of the larger blocks costs more than the separate
+// quantization saves: docs/gpu_speed_notes.md); else 2, by halves
 // in the usual blocks of two groups (k_split 2) where the reader takes halves; else 0, by
 // kernel_quantize_act after the product.
 int tiled_yq_mode(GgmlType type, int64_t groups, int64_t nb, bool halves_ok) {

@@ -131,8 +131,8 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
     token_embd_ = bind(weights.token_embd);
     output_norm_ = bind(weights.output_norm);
     output_ = bind(weights.output);
-    // The first three quarters of the vocabulary's copy (~14 us of ~18 for 152k logits on the
-    // H200) under the last quarter's product.
+    // A decode step's logits copy starts after the first three quarters of the vocabulary's product,
+    // so most of it runs under the last quarter's (copy_logits).
     logits_head_ = use_q8_ ? cuda::gemv_q8_split_rows(output_.fmt(), output_.rows, output_.cols, output_.rows * 3 / 4) : 0;
     layers_.clear();
     for (const LayerWeights& L : weights.layers) {
