@@ -8,7 +8,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates unzip
           libgtest-dev libgmock-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev
           libcpp-httplib-dev clang iproute2)
-PY_PKGS=(numpy gguf tokenizers jinja2 pytest openai)
+PY_PKGS=(numpy gguf tokenizers jinja2 pytest openai jsonschema)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

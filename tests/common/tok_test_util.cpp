@@ -1,4 +1,4 @@
-// tests/unit/tokenizer/tok_test_util.cpp — see tok_test_util.h.
+// tests/common/tok_test_util.cpp — see tok_test_util.h.
 #include "tok_test_util.h"
 
 #include <map>

@@ -1,4 +1,4 @@
-// tests/unit/tokenizer/tok_test_util.h — shared helpers of the tokenizer tests: the vocab GGUFs
+// tests/common/tok_test_util.h — shared helpers of the tokenizer tests: the vocab GGUFs
 // of shared/testdata, the qwen3 / llama3 GGUFs converted from tokenizer.json at test time (into
 // the build dir, regenerated when older than the test binary), and .inp/.out vector parsing.
 #pragma once
