@@ -18,34 +18,11 @@
 #include "model/model_weights.h"
 #include "synth/synth_model.h"
 #include "test_paths.h"
+#include "tiny_qwen3.h"
 
 using namespace jllm;
-
-namespace {
-
-// A synthetic tiny Qwen3 (Q8_0, GQA) written to the build folder as `name`, bound.
-struct TinyQwen3 {
-    std::unique_ptr<GgufFile> f;  // outlives the weights bound to it
-    ModelConfig c;
-    ModelWeights w;
-};
-
-TinyQwen3 tiny_qwen3(const std::string& name, uint64_t seed) {
-    const std::string path = std::string(JLLM_BINARY_DIR) + "/" + name;
-    SynthOptions opt;
-    opt.preset = "tiny-qwen3";
-    opt.recipe = QuantRecipe::Q8_0;
-    opt.seed = seed;
-    opt.tokenizer_dir = test::shared_dir() + "/testdata/tokenizers";
-    write_synth_model(opt, path, 2);
-    TinyQwen3 m;
-    m.f = GgufFile::open(path);
-    m.c = load_model_config(*m.f);
-    m.w = bind_model_weights(*m.f, m.c);
-    return m;
-}
-
-}  // namespace
+using jllm::test::tiny_qwen3;
+using jllm::test::TinyQwen3;
 
 TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
     const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q8_0.gguf", 7);
