@@ -75,6 +75,21 @@ struct Piece {
 // Return false to stop generation (finish reason `cancelled`).
 using PieceCallback = std::function<bool(const Piece&)>;
 
+// What the output must be (DESIGN.md: enforced by constrained decoding, never silently dropped).
+// A grammar that does not compile fails the request (check_output_constraint says why first).
+struct OutputConstraint {
+    enum class Kind { None, Grammar, JsonSchema, JsonObject };
+    Kind kind = Kind::None;
+    std::string text;  // Grammar: GBNF (start rule `root`); JsonSchema: the schema as JSON
+    // Unconstrained until one of these strings appears in the output; from its first byte on, the
+    // output is a sentence of the grammar (which starts with the trigger). Empty: from the start.
+    std::vector<std::string> triggers;
+};
+
+// Whether `c` compiles: its grammar parses (Status names line and column) or its schema converts
+// (Status names the keyword and where it is). Needs no model.
+Status check_output_constraint(const OutputConstraint& c);
+
 struct GenerateRequest {
     std::string prompt;                  // used when prompt_tokens is empty
     std::vector<int32_t> prompt_tokens;  // pre-tokenized prompt (takes precedence)
@@ -86,6 +101,9 @@ struct GenerateRequest {
     bool split_thinking = true;          // <think>...</think> goes to the reasoning channel
     bool thinking_open = false;          // the prompt already opened <think> (output starts in reasoning)
     int n_logprobs = -1;                 // < 0: none; 0: the chosen token's; n: plus top n
+    // Constrained decoding. With thinking_open the constraint starts after the reasoning block
+    // closes; end of generation comes only where the grammar is complete.
+    OutputConstraint constraint;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };

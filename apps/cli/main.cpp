@@ -37,6 +37,9 @@ struct CliOptions {
     bool detokenize = false;
     bool special = false;
     std::string dump_logits;
+    std::string grammar_file;      // --grammar: GBNF the output must follow
+    std::string json_schema_file;  // --json-schema: a JSON Schema the output must follow
+    bool json = false;             // --json: the output is a JSON object
     bool verbose = false;
     bool version = false;
 };
@@ -132,7 +135,25 @@ jllm::GenerateResult stream_generate(jllm::Engine& engine, const jllm::GenerateR
     return r;
 }
 
+// --grammar / --json-schema / --json as the request's constraint, checked before the model loads.
+jllm::OutputConstraint output_constraint(const CliOptions& o) {
+    jllm::OutputConstraint c;
+    if (!o.grammar_file.empty()) {
+        c.kind = jllm::OutputConstraint::Kind::Grammar;
+        c.text = read_text_file(o.grammar_file);
+    } else if (!o.json_schema_file.empty()) {
+        c.kind = jllm::OutputConstraint::Kind::JsonSchema;
+        c.text = read_text_file(o.json_schema_file);
+    } else if (o.json) {
+        c.kind = jllm::OutputConstraint::Kind::JsonObject;
+    }
+    const jllm::Status st = jllm::check_output_constraint(c);
+    if (!st.ok) fail(st.message);
+    return c;
+}
+
 int run_generate(const CliOptions& o) {
+    (void)output_constraint(o);  // a grammar that does not compile fails before the load
     jllm::EngineConfig cfg = o.engine.config;
     cfg.sysfs_root = jllm::default_sysfs_root();
     print_board(cfg.sysfs_root);
@@ -177,6 +198,7 @@ int run_generate(const CliOptions& o) {
 
     const bool use_chat = !o.raw;
     jllm::GenerateRequest base;
+    base.constraint = output_constraint(o);
     base.sampling = o.engine.sampling;
     base.stop = o.stop;
     base.max_tokens = o.engine.n_predict;
@@ -277,6 +299,11 @@ int main(int argc, char** argv) {
     tk->excludes(dtk);
     app.add_flag("--special", o.special, "Parse special tokens (<|...|>) in the prompt text");
     app.add_option("--dump-logits", o.dump_logits, "Write the last prompt position's logits (f32 LE) to PATH");
+    auto* gram = app.add_option("--grammar", o.grammar_file, "GBNF grammar file the output must follow (start rule: root)");
+    auto* schema = app.add_option("--json-schema", o.json_schema_file, "JSON Schema file the output must follow");
+    auto* json = app.add_flag("--json", o.json, "The output is a JSON object");
+    gram->excludes(schema)->excludes(json);
+    schema->excludes(json);
     app.add_flag("-v,--verbose", o.verbose, "More output (--info: every metadata key and tensor)");
     app.add_flag("--version", o.version, "Print the version and exit");
 

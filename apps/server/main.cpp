@@ -52,7 +52,7 @@ const ForeignFlag FOREIGN_FLAGS[] = {
     {"-hf|--hf-repo|-mu|--model-url", true, true, "downloads are not supported: pass a local GGUF with -m"},
     {"--slots|--slot-save-path", false, true, "slots are not supported (one generation at a time)"},
     {"-sps|--slot-prompt-similarity", true, true, "slots are not supported (one generation at a time)"},
-    {"--grammar|--grammar-file|--json-schema", true, true, "grammars are not supported yet"},
+    {"--grammar|--grammar-file|--json-schema", true, true, "a server-wide grammar is not supported: send grammar, json_schema or response_format per request"},
 };
 
 bool name_in(const char* names, const std::string& arg) {

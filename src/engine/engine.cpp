@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "engine/chat_template.h"
+#include "engine/constraint.h"
 #include "engine/env_options.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
@@ -52,6 +53,7 @@ struct Engine::Impl {
     int n_ctx = 0;
     int n_batch = 0;
     std::vector<int32_t> resident;  // tokens whose K/V are in the cache, in order
+    std::shared_ptr<const VocabTrie> vocab_trie;  // the vocabulary's bytes for token masks, built on first use
     std::vector<float> logits;      // [n_vocab] (or [n_batch, n_vocab] for eval)
     std::atomic<bool> cancel{false};
     std::atomic<bool> busy{false};
@@ -78,6 +80,7 @@ bool Engine::loaded() const { return impl_->backend != nullptr; }
 void Engine::unload() {
     Impl& m = *impl_;
     m.backend.reset();
+    m.vocab_trie.reset();
     m.tok.reset();
     m.weights = ModelWeights{};
     m.file.reset();
@@ -371,6 +374,13 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         st.prefill_tps = st.prefill_ms > 0 ? n_prefilled * 1000.0 / st.prefill_ms : 0;
 
         Sampler sampler(static_cast<int32_t>(m.mc.n_vocab), req.sampling);
+        // Constrained decoding: the grammar's mask of each step (null while it does not apply).
+        std::unique_ptr<OutputConstrainer> con;
+        if (req.constraint.kind != OutputConstraint::Kind::None) {
+            if (!m.vocab_trie) m.vocab_trie = std::make_shared<const VocabTrie>(*m.tok);
+            con = std::make_unique<OutputConstrainer>(req.constraint, m.vocab_trie, req.thinking_open);
+        }
+        const uint32_t* allowed = con ? con->mask() : nullptr;
         StreamingDetokenizer detok(*m.tok);
         StopMatcher stopper(req.stop);
         ThinkSplitter splitter(req.split_thinking, req.thinking_open);
@@ -442,8 +452,9 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             std::vector<float>& lg = m.logits;
             const int32_t raw_top_n = req.n_logprobs;
             if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
+            // With candidates the backend applied this step's mask; on the logits the sampler does.
             const int32_t id = n_cands > 0 ? sampler.sample_candidates(cand_ids.data(), cand_vals.data(), n_cands, m.resident)
-                                           : sampler.sample(lg.data(), m.resident);
+                                           : sampler.sample(lg.data(), m.resident, allowed);
             if (raw_top_n >= 0) lp = token_logprob(raw.data(), static_cast<int32_t>(m.mc.n_vocab), id, raw_top_n, &top);
             if (first) {
                 st.ttft_ms = now_ms() - t_start;
@@ -470,11 +481,20 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 // the stop token is part of the sequence but its text is not emitted
                 break;
             }
+            if (con) {
+                con->push(id, m.tok->piece_ref(id));
+                if (con->finished()) {  // only the end of generation may follow: no step for it
+                    res.finish = FinishReason::Stop;
+                    break;
+                }
+            }
             if (m.resident.size() >= static_cast<size_t>(m.n_ctx)) {
                 res.finish = FinishReason::Length;
                 break;
             }
             const int32_t pos = static_cast<int32_t>(m.resident.size());
+            allowed = con ? con->mask() : nullptr;
+            sel.allowed = allowed;
             if (sel.k > 0 && m.backend->forward_select(id, pos, sel, cand_ids.data(), cand_vals.data())) {
                 n_cands = sel.k;
             } else {

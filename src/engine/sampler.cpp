@@ -36,25 +36,31 @@ void Sampler::apply_penalties(float* logits, const std::vector<int32_t>& history
     }
 }
 
-int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history, const uint32_t* allowed) {
     for (const auto& [id, bias] : p_.logit_bias) {
         if (id >= 0 && id < n_vocab_) logits[id] += bias;
     }
     apply_penalties(logits, history);
+    auto ok = [allowed](int32_t i) { return allowed == nullptr || ((allowed[i >> 5] >> (i & 31)) & 1u) != 0; };
 
     if (p_.temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < n_vocab_; ++i) {
-            if (logits[i] > logits[best]) best = i;
+        int32_t best = -1;
+        for (int32_t i = 0; i < n_vocab_; ++i) {
+            if (ok(i) && (best < 0 || logits[i] > logits[best])) best = i;
         }
-        return best;
+        return best < 0 ? 0 : best;
     }
 
     size_t n = 0;
+    int32_t first_allowed = -1;
     const float inv_t = 1.0f / p_.temperature;
     for (int32_t i = 0; i < n_vocab_; ++i) {
+        if (!ok(i)) continue;
+        if (first_allowed < 0) first_allowed = i;
         if (std::isfinite(logits[i]) || logits[i] > 0) cand_[n++] = Cand{logits[i] * inv_t, i};
     }
+    // Every allowed logit -inf (a bias of -inf on them): the first allowed token, never another.
+    if (n == 0 && first_allowed >= 0) return first_allowed;
     return draw(n);
 }
 
@@ -101,10 +107,10 @@ int32_t Sampler::sample_candidates(int32_t* ids, float* vals, int n, const std::
     if (p_.temperature <= 0.0f) {  // first maximum by id, as the full argmax
         int best = -1;
         for (int c = 0; c < n; ++c) {
-            if (ids[c] < 0) continue;
+            if (ids[c] < 0 || vals[c] == -INFINITY) continue;
             if (best < 0 || vals[c] > vals[best] || (vals[c] == vals[best] && ids[c] < ids[best])) best = c;
         }
-        return best < 0 ? 0 : ids[best];
+        return best < 0 ? ids[0] : ids[best];
     }
     size_t m = 0;
     const float inv_t = 1.0f / p_.temperature;

@@ -20,15 +20,18 @@ public:
     Sampler(int32_t n_vocab, const SamplingParams& params);
 
     // `logits` [n_vocab] is modified in place (bias and penalties). `history` is the whole
-    // token sequence so far (prompt + generated); the penalty window is its tail.
-    int32_t sample(float* logits, const std::vector<int32_t>& history);
+    // token sequence so far (prompt + generated); the penalty window is its tail. `allowed` (a
+    // bitmask over the vocabulary, bit t % 32 of word t / 32; null: every token): the others are
+    // never drawn (a grammar's mask, applied before everything else).
+    int32_t sample(float* logits, const std::vector<int32_t>& history, const uint32_t* allowed = nullptr);
 
     // Candidate sampling (the GPU's top-k path): if these parameters can be served from the k
     // largest raw logits, returns true and sets *k. Exact because bias is absent and penalties
     // only lower logits: a token outside the top (top_k + window) cannot rise into the top_k
     // after at most `window` tokens are penalized. Greedy needs 1 + window.
     bool candidates_suffice(int max_k, int* k) const;
-    // The same pipeline as sample() on `n` candidates (ids, raw logits; modified in place).
+    // The same pipeline as sample() on `n` candidates (ids, raw logits; modified in place). A
+    // candidate whose logit is -inf (a token the backend's selection masked) is never drawn.
     int32_t sample_candidates(int32_t* ids, float* vals, int n, const std::vector<int32_t>& history);
 
     const SamplingParams& params() const { return p_; }

@@ -10,7 +10,7 @@
 
 namespace jllm::server {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;  // keeps the order of a request's keys (a schema's properties)
 
 // Deepest array/object nesting any request may have; real OpenAI requests stay under 10.
 constexpr int MAX_JSON_DEPTH = 64;

@@ -87,6 +87,73 @@ Err check_session_id(const Json& v, const char* name, std::string& out) {
     return std::nullopt;
 }
 
+// The output constraint: response_format (text, json_object — with llama-server's `schema` —,
+// json_schema), or llama-server's `grammar` (GBNF) or `json_schema`; at most one; compiled here so a
+// bad one is a 400 (invalid_grammar / invalid_json_schema) before the request queues.
+Err parse_constraint(const Json& body, OutputConstraint& c) {
+    const char* from = nullptr;  // the field that set it
+    auto set = [&](const char* field, OutputConstraint::Kind kind, std::string text) -> Err {
+        if (from != nullptr) {
+            return invalid_request(strfmt("'%s' and '%s' both constrain the output; give one", from, field), field);
+        }
+        from = field;
+        c.kind = kind;
+        c.text = std::move(text);
+        return std::nullopt;
+    };
+    auto schema_text = [](const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    if (const auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) return invalid_request(strfmt("'grammar' must be a string, got %s", type_name(*it)), "grammar");
+        if (!it->get<std::string>().empty()) {
+            if (Err e = set("grammar", OutputConstraint::Kind::Grammar, it->get<std::string>())) return e;
+        }
+    }
+    if (const auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+        if (!it->is_object() && !it->is_string() && !it->is_boolean()) {
+            return invalid_request(strfmt("'json_schema' must be a schema object, got %s", type_name(*it)), "json_schema");
+        }
+        if (!(it->is_string() && it->get<std::string>().empty())) {
+            if (Err e = set("json_schema", OutputConstraint::Kind::JsonSchema, schema_text(*it))) return e;
+        }
+    }
+    if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) {
+            return invalid_request(strfmt("'response_format' must be an object, got %s", type_name(*it)), "response_format");
+        }
+        const auto t = it->find("type");
+        if (t == it->end() || !t->is_string()) return invalid_request("'response_format.type' must be a string", "response_format");
+        const std::string type = t->get<std::string>();
+        if (type == "json_object") {
+            const auto sc = it->find("schema");  // llama-server's form
+            Err e = sc != it->end() && !sc->is_null()
+                        ? set("response_format", OutputConstraint::Kind::JsonSchema, schema_text(*sc))
+                        : set("response_format", OutputConstraint::Kind::JsonObject, "");
+            if (e) return e;
+        } else if (type == "json_schema") {
+            const auto js = it->find("json_schema");
+            if (js == it->end() || !js->is_object()) {
+                return invalid_request("'response_format.json_schema' must be an object with a 'schema'", "response_format");
+            }
+            const auto sc = js->find("schema");
+            if (sc == js->end() || sc->is_null()) {
+                return invalid_request("'response_format.json_schema.schema' is missing", "response_format");
+            }
+            if (Err e = set("response_format", OutputConstraint::Kind::JsonSchema, schema_text(*sc))) return e;
+        } else if (type != "text") {
+            return invalid_request("'response_format.type' must be text, json_object or json_schema, got '" + type + "'",
+                                   "response_format");
+        }
+    }
+    if (from != nullptr) {
+        const Status st = check_output_constraint(c);
+        if (!st.ok) {
+            const bool grammar = c.kind == OutputConstraint::Kind::Grammar;
+            return invalid_request(st.message, from, grammar ? "invalid_grammar" : "invalid_json_schema");
+        }
+    }
+    return std::nullopt;
+}
+
 // Fields shared by both endpoints: sampling, stop, n, stream, session ids, refused features.
 Err parse_common(const Json& body, const RequestDefaults& d, int64_t n_vocab, ParsedRequest& out) {
     if (!body.is_object()) return invalid_request(strfmt("the request body must be a JSON object, got %s", type_name(body)));
@@ -94,12 +161,6 @@ Err parse_common(const Json& body, const RequestDefaults& d, int64_t n_vocab, Pa
     s = d.sampling;
     out.gen.max_tokens = d.max_tokens;
 
-    for (const char* key : {"grammar", "json_schema"}) {
-        const auto it = body.find(key);
-        if (it != body.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
-            return unsupported_feature(key);
-        }
-    }
     if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
         if (!it->is_array()) return invalid_request(strfmt("'tools' must be an array, got %s", type_name(*it)), "tools");
         if (!it->empty()) return unsupported_feature("tools");
@@ -107,15 +168,7 @@ Err parse_common(const Json& body, const RequestDefaults& d, int64_t n_vocab, Pa
     if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
         if (!(it->is_string() && it->get<std::string>() == "none")) return unsupported_feature("tool_choice");
     }
-    if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-        if (!it->is_object()) {
-            return invalid_request(strfmt("'response_format' must be an object, got %s", type_name(*it)), "response_format");
-        }
-        const auto t = it->find("type");
-        if (!(t != it->end() && t->is_string() && t->get<std::string>() == "text")) {
-            return unsupported_feature("response_format");
-        }
-    }
+    if (Err e = parse_constraint(body, out.gen.constraint)) return e;
 
     if (Err e = get_number(body, "temperature", 0.0, 2.0, s.temperature)) return e;
     if (Err e = get_number(body, "top_p", 0.0, 1.0, s.top_p)) return e;
