@@ -1,6 +1,5 @@
 // grammar/json_schema.cpp — see json_schema.h. One GBNF rule per schema node (named after its
-// place: root-name-item...), the JSON primitives once, every value rule ending in optional
-// whitespace. Regular expressions (pattern) go through grammar/regex_gbnf.h.
+// place: root-name-item...), the JSON primitives once; whitespace between a value's parts. Regular expressions (pattern) go through grammar/regex_gbnf.h.
 #include "grammar/json_schema.h"
 
 #include <nlohmann/json.hpp>
@@ -20,17 +19,18 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The JSON primitives every converted schema may use (a value rule takes its trailing space).
+// The JSON primitives every converted schema may use. Whitespace goes between a value's parts,
+// never after the whole document, so a complete document ends the generation.
 const char* const PRIMITIVES = R"(ws ::= [ \t\n]{0,20}
 char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
-string ::= "\"" char* "\"" ws
-number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? ws
-integer ::= "-"? ("0" | [1-9] [0-9]{0,15}) ws
-boolean ::= ("true" | "false") ws
-null ::= "null" ws
+string ::= "\"" char* "\""
+number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
+integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
+boolean ::= "true" | "false"
+null ::= "null"
 value ::= object | array | string | number | boolean | null
-object ::= "{" ws ( string ":" ws value ( "," ws string ":" ws value )* )? "}" ws
-array ::= "[" ws ( value ( "," ws value )* )? "]" ws
+object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* ws )? "}"
+array ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
 )";
 
 const std::set<std::string> ANNOTATIONS = {"title",      "description", "default",  "examples", "$schema", "$id",
@@ -117,18 +117,18 @@ private:
             std::string out = "\"{\" ws";
             bool first = true;
             for (const auto& kv : v.items()) {
-                out += std::string(first ? "" : " \",\" ws") + " " + gbnf_literal(Json(kv.key()).dump()) + " ws \":\" ws " +
-                       literal_value(kv.value());
+                out += std::string(first ? "" : " ws \",\" ws") + " " + gbnf_literal(Json(kv.key()).dump()) +
+                       " ws \":\" ws " + literal_value(kv.value());
                 first = false;
             }
-            return out + " \"}\" ws";
+            return out + " ws \"}\"";
         }
         if (v.is_array()) {
             std::string out = "\"[\" ws";
-            for (size_t i = 0; i < v.size(); ++i) out += std::string(i ? " \",\" ws" : "") + " " + literal_value(v[i]);
-            return out + " \"]\" ws";
+            for (size_t i = 0; i < v.size(); ++i) out += std::string(i ? " ws \",\" ws" : "") + " " + literal_value(v[i]);
+            return out + " ws \"]\"";
         }
-        return gbnf_literal(v.dump()) + " ws";
+        return gbnf_literal(v.dump());
     }
 
     static bool matches_type(const Json& v, const std::string& t) {
@@ -341,13 +341,13 @@ private:
             else if (f == "date-time") body = std::string(DATE) + " \"T\" " + TIME;
             else if (f == "uuid") body = "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
             else fail(where + "/format", "unsupported format '" + f + "'");
-            return add(name, "\"\\\"\" " + body + " \"\\\"\" ws");
+            return add(name, "\"\\\"\" " + body + " \"\\\"\"");
         }
         if (s.contains("pattern")) {
             if (has_len) fail(where, "pattern together with minLength or maxLength");
             if (!s["pattern"].is_string()) fail(where + "/pattern", "pattern must be a string");
             try {
-                return add(name, "\"\\\"\" " + regex_to_gbnf(s["pattern"].get<std::string>()) + " \"\\\"\" ws");
+                return add(name, "\"\\\"\" " + regex_to_gbnf(s["pattern"].get<std::string>()) + " \"\\\"\"");
             } catch (const JllmError& e) {
                 fail(where + "/pattern", e.what());
             }
@@ -357,7 +357,7 @@ private:
         const int64_t hi = count_keyword(s, "maxLength", -1, where);
         if (hi >= 0 && hi < lo) fail(where, "maxLength below minLength");
         const std::string rep = hi < 0 ? "{" + std::to_string(lo) + ",}" : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
-        return add(name, "\"\\\"\" char" + rep + " \"\\\"\" ws");
+        return add(name, "\"\\\"\" char" + rep + " \"\\\"\"");
     }
 
     static int64_t count_keyword(const Json& s, const char* key, int64_t fallback, const std::string& where) {
@@ -399,7 +399,7 @@ private:
         if (!hi || *hi >= 0) alts.push_back(nonneg_range(lo && *lo > 0 ? *lo : 0, hi));
         std::string body = "(";
         for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
-        return add(name, body + ") ws");
+        return add(name, body + ")");
     }
 
     std::string object_rule(const Json& s, const std::string& name, const std::string& where) {
@@ -418,10 +418,11 @@ private:
         }
         const Json extra = s.contains("additionalProperties") ? s["additionalProperties"] : Json(props.empty());
         if (props.empty()) {
-            if (extra == false) return add(name, "\"{\" ws \"}\" ws");
+            if (extra == false) return add(name, "\"{\" ws \"}\"");
             const std::string v = extra == true ? "value" : visit(extra, name + "-value", where + "/additionalProperties");
             if (v == "value") return "object";
-            return add(name, "\"{\" ws ( string \":\" ws " + v + " ( \",\" ws string \":\" ws " + v + " )* )? \"}\" ws");
+            return add(name, "\"{\" ws ( string ws \":\" ws " + v + " ( ws \",\" ws string ws \":\" ws " + v +
+                                 " )* ws )? \"}\"");
         }
         struct Prop {
             std::string kv;
@@ -438,14 +439,14 @@ private:
         std::vector<std::string> rest(n + 1), first(n + 1);
         for (size_t i = n; i-- > 0;) {
             const std::string tail = rest[i + 1].empty() ? "" : " " + rest[i + 1];
-            const std::string r = ps[i].required ? "\",\" ws " + ps[i].kv + tail
-                                                 : "( \",\" ws " + ps[i].kv + " )?" + tail;
+            const std::string r = ps[i].required ? "ws \",\" ws " + ps[i].kv + tail
+                                                 : "( ws \",\" ws " + ps[i].kv + " )?" + tail;
             rest[i] = add(name + "-rest", r);
             std::string f = ps[i].kv + tail;
             if (!ps[i].required) f = "( " + f + " )" + (first[i + 1].empty() ? "?" : " | " + first[i + 1]);
             first[i] = add(name + "-first", f);
         }
-        return add(name, "\"{\" ws " + first[0] + " \"}\" ws");
+        return add(name, "\"{\" ws " + first[0] + " ws \"}\"");
     }
 
     std::string array_rule(const Json& s, const std::string& name, const std::string& where) {
@@ -469,7 +470,7 @@ private:
         if (item.empty() && lo > k) fail(where, "minItems above the prefixItems with items false");
         std::string body = "\"[\" ws";
         std::string seq;
-        for (size_t i = 0; i < prefix.size(); ++i) seq += (i ? " \",\" ws " : " ") + prefix[i];
+        for (size_t i = 0; i < prefix.size(); ++i) seq += (i ? " ws \",\" ws " : " ") + prefix[i];
         if (!item.empty()) {
             const int64_t more_lo = std::max<int64_t>(0, lo - k);
             const int64_t more_hi = hi < 0 ? -1 : hi - k;
@@ -477,17 +478,17 @@ private:
                 if (k > 0) {
                     const std::string rep = more_hi < 0 ? "{" + std::to_string(more_lo) + ",}"
                                                         : "{" + std::to_string(more_lo) + "," + std::to_string(more_hi) + "}";
-                    seq += " ( \",\" ws " + item + " )" + rep;
+                    seq += " ( ws \",\" ws " + item + " )" + rep;
                 } else {
                     const int64_t first_lo = std::max<int64_t>(0, more_lo - 1);
                     const std::string rep = more_hi < 0 ? "{" + std::to_string(first_lo) + ",}"
                                                         : "{" + std::to_string(first_lo) + "," + std::to_string(more_hi - 1) + "}";
-                    std::string list = item + " ( \",\" ws " + item + " )" + rep;
+                    std::string list = item + " ( ws \",\" ws " + item + " )" + rep;
                     seq += more_lo == 0 ? " ( " + list + " )?" : " " + list;
                 }
             }
         }
-        body += seq + " \"]\" ws";
+        body += seq + " ws \"]\"";
         return add(name, body);
     }
 
