@@ -82,6 +82,15 @@ case("integer_min_only", {"type": "integer", "minimum": 18}, [18, 19, 99, 100, 1
 case("integer_max_only", {"type": "integer", "maximum": 7}, [7, 0, -1, -999999], [8, 10, 70])
 case("integer_exclusive", {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}, [1, 9], [0, 10])
 case("number_plain", {"type": "number"}, [0, -1.5, 3e8, 12345.678], ["1", None])
+# Bounded numbers: integral bounds, no exponent in what the grammar generates.
+case("number_range", {"type": "number", "minimum": 5, "maximum": 35}, [5, 35, 21, 21.5, 5.25, 34.999, 35.0],
+     [4.99, 35.01, 36, -5, 0, 100])
+case("number_negative_range", {"type": "number", "minimum": -40, "maximum": -2}, [-40, -2, -2.5, -39.9, -10, -40.0],
+     [-1.5, -40.1, 0, 3, -41])
+case("number_exclusive_cross_zero", {"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 1},
+     [0, -0.5, 0.999, 0.0, -0.25], [1, -1, 1.0, -1.0, 1.5, -2])
+case("number_min_only", {"type": "number", "minimum": 0}, [0, 0.5, 12, 123456.75], [-0.5, -1])
+case("number_exclusive_max_zero", {"type": "number", "exclusiveMaximum": 0}, [-0.5, -3, -100.25], [0, 0.0, 1, 0.5])
 case("boolean", {"type": "boolean"}, [True, False], [0, "true"])
 case("null", {"type": "null"}, [None], [0, False])
 case("nullable_integer", {"type": ["integer", "null"]}, [None, 5], [5.5, "5"])
@@ -166,7 +175,8 @@ ERRORS = [
     ("unsupported_keyword", {"type": "array", "uniqueItems": True}, "'uniqueItems'"),
     ("unsupported_keyword_nested", {"type": "object", "properties": {"a": {"type": "string", "contentEncoding": "base64"}}},
      "'contentEncoding' at #/properties/a"),
-    ("number_minimum", {"type": "number", "minimum": 0.5}, "'minimum' on a number"),
+    ("number_fractional_bound", {"type": "number", "minimum": 0.5}, "'minimum' on a number: integral bounds only"),
+    ("number_empty_bounds", {"type": "number", "exclusiveMinimum": 3, "maximum": 3}, "no number between"),
     ("unknown_format", {"type": "string", "format": "email"}, "unsupported format 'email'"),
     ("bad_ref", {"$ref": "#/$defs/missing"}, "names no definition"),
     ("external_ref", {"$ref": "https://example.com/s.json"}, "only #/$defs"),

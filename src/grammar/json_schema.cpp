@@ -86,12 +86,14 @@ std::string nonneg_range(int64_t lo, std::optional<int64_t> hi) {
 
 class Converter {
 public:
-    explicit Converter(const Json& root) : root_(root) {}
+    // top: the name of the rule whose sentences are the schema's instances (the others derive
+    // their names from it).
+    Converter(const Json& root, std::string top) : root_(root), top_(std::move(top)) { used_.insert(top_); }
 
+    // The rules, without the primitives.
     std::string run() {
-        const std::string top = visit(root_, "root", "#");
-        out_ = "root ::= " + top + "\n" + out_ + PRIMITIVES;
-        return out_;
+        const std::string expr = visit(root_, top_, "#");
+        return top_ + " ::= " + expr + "\n" + out_;
     }
 
 private:
@@ -103,7 +105,7 @@ private:
     std::string add(const std::string& base, const std::string& body) {
         std::string name;
         for (char c : base) name += (std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-');
-        if (name.empty() || name == "root") name = "r";
+        if (name.empty() || name == top_) name += "-v";
         std::string unique = name;
         for (int k = 2; used_.count(unique); ++k) unique = name + "-" + std::to_string(k);
         used_.insert(unique);
@@ -190,7 +192,7 @@ private:
             auto it = refs_.find(ref);
             if (it != refs_.end()) return it->second;
             // Reserve the name first: a definition may refer to itself.
-            std::string base = "ref-" + ref.substr(ref.find_last_of('/') + 1);
+            std::string base = top_ + "-ref-" + ref.substr(ref.find_last_of('/') + 1);
             std::string rule = base;
             for (int k = 2; used_.count(rule); ++k) rule = base + "-" + std::to_string(k);
             used_.insert(rule);
@@ -241,12 +243,7 @@ private:
         }
         if (t == "string") return string_rule(s, name, where);
         if (t == "integer") return integer_rule(s, name, where);
-        if (t == "number") {
-            for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-                if (s.contains(k)) fail(where, std::string("'") + k + "' on a number (integers only)");
-            }
-            return "number";
-        }
+        if (t == "number") return number_rule(s, name, where);
         if (t == "boolean") return "boolean";
         if (t == "null") return "null";
         if (t == "object") return object_rule(s, name, where);
@@ -402,6 +399,76 @@ private:
         return add(name, body + ")");
     }
 
+    // A bound of a number: integral values only (fractional bounds would need digit-by-digit
+    // comparison of the fraction; refused by name).
+    struct NumberBound {
+        int64_t v = 0;
+        bool inclusive = true;
+    };
+    static std::optional<NumberBound> number_bound(const Json& s, const std::string& where, bool lower) {
+        std::optional<NumberBound> b;
+        for (const bool exclusive : {false, true}) {
+            const char* key = lower ? (exclusive ? "exclusiveMinimum" : "minimum") : (exclusive ? "exclusiveMaximum" : "maximum");
+            if (!s.contains(key)) continue;
+            const Json& v = s[key];
+            if (!v.is_number()) fail(where + "/" + key, std::string(key) + " must be a number");
+            const double x = v.get<double>();
+            if (std::fabs(x) > 9.0e15) fail(where + "/" + key, std::string(key) + " beyond 9e15");
+            if (std::floor(x) != x) fail(where + "/" + key, std::string("'") + key + "' on a number: integral bounds only");
+            const NumberBound nb{static_cast<int64_t>(x), !exclusive};
+            // The tighter of minimum and exclusiveMinimum (maximum and exclusiveMaximum).
+            const bool tighter = !b || (lower ? (nb.v > b->v || (nb.v == b->v && !nb.inclusive))
+                                              : (nb.v < b->v || (nb.v == b->v && !nb.inclusive)));
+            if (tighter) b = nb;
+        }
+        return b;
+    }
+
+    // Magnitudes a.f (integer part a, fraction f) from `lo` up to `hi` (`bounded` false: no upper
+    // bound), as grammar alternatives; empty when there is none.
+    static std::vector<std::string> magnitudes(NumberBound lo, bool bounded, NumberBound hi) {
+        static const std::string ANY = " (\".\" [0-9]{1,16})?", ZERO = " (\".\" \"0\"{1,16})?",
+                                 NONZERO = " \".\" [0-9]{0,15} [1-9]";
+        const auto digits = [](int64_t v) { return "\"" + std::to_string(v) + "\""; };
+        std::vector<std::string> alts;
+        if (bounded && (hi.v < lo.v || (hi.v == lo.v && !(hi.inclusive && lo.inclusive)))) return alts;
+        if (bounded && hi.v == lo.v) return {digits(lo.v) + ZERO};
+        // a == lo: any fraction when lo is included, a non-zero one when not.
+        alts.push_back(digits(lo.v) + (lo.inclusive ? ANY : NONZERO));
+        // lo < a < hi: any fraction.
+        if (!bounded) {
+            alts.push_back(nonneg_range(lo.v + 1, std::nullopt) + ANY);
+        } else if (hi.v - 1 >= lo.v + 1) {
+            alts.push_back(nonneg_range(lo.v + 1, hi.v - 1) + ANY);
+        }
+        // a == hi: the value itself, when included.
+        if (bounded && hi.inclusive) alts.push_back(digits(hi.v) + ZERO);
+        return alts;
+    }
+
+    // Numbers between integral bounds, without an exponent: a negative part (magnitudes from
+    // -hi or 0 up to -lo) and a non-negative one (from lo or 0 up to hi).
+    std::string number_rule(const Json& s, const std::string& name, const std::string& where) {
+        const std::optional<NumberBound> lo = number_bound(s, where, true), hi = number_bound(s, where, false);
+        if (!lo && !hi) return "number";
+        const NumberBound l = lo.value_or(NumberBound{}), h = hi.value_or(NumberBound{});
+        std::vector<std::string> alts;
+        if (!lo || l.v < 0) {
+            const NumberBound from = hi && h.v <= 0 ? NumberBound{-h.v, h.inclusive} : NumberBound{0, true};
+            for (const std::string& m : magnitudes(from, lo.has_value(), NumberBound{-l.v, l.inclusive})) {
+                alts.push_back("\"-\" " + m);
+            }
+        }
+        if (!hi || h.v >= 0) {
+            const NumberBound from = lo && l.v >= 0 ? l : NumberBound{0, true};
+            for (const std::string& m : magnitudes(from, hi.has_value(), h)) alts.push_back(m);
+        }
+        if (alts.empty()) fail(where, "no number between the bounds");
+        std::string body = "(";
+        for (size_t i = 0; i < alts.size(); ++i) body += std::string(i ? " | " : "") + "(" + alts[i] + ")";
+        return add(name, body + ")");
+    }
+
     std::string object_rule(const Json& s, const std::string& name, const std::string& where) {
         const Json props = s.value("properties", Json::object());
         if (!props.is_object()) fail(where + "/properties", "properties must be an object");
@@ -493,8 +560,9 @@ private:
     }
 
     const Json& root_;
+    std::string top_;
     std::string out_;
-    std::set<std::string> used_ = {"root", "ws", "char", "string", "number", "integer", "boolean", "null", "value", "object", "array"};
+    std::set<std::string> used_ = {"ws", "char", "string", "number", "integer", "boolean", "null", "value", "object", "array"};
     std::map<std::string, std::string> refs_;
 };
 
@@ -517,14 +585,20 @@ std::string gbnf_literal(std::string_view text) {
 
 std::string json_object_gbnf() { return std::string("root ::= object\n") + PRIMITIVES; }
 
-std::string json_schema_to_gbnf(std::string_view schema_json) {
+std::string json_primitives_gbnf() { return PRIMITIVES; }
+
+std::string json_schema_rules(std::string_view schema_json, const std::string& name) {
     Json schema;
     try {
         schema = Json::parse(schema_json);
     } catch (const nlohmann::json::exception& e) {
         throw SchemaError(std::string("json schema: not valid JSON: ") + e.what());
     }
-    return Converter(schema).run();
+    return Converter(schema, name).run();
+}
+
+std::string json_schema_to_gbnf(std::string_view schema_json) {
+    return json_schema_rules(schema_json, "root") + PRIMITIVES;
 }
 
 }  // namespace jllm

@@ -34,6 +34,12 @@ std::string json_schema_to_gbnf(std::string_view schema_json);
 // Any JSON object (response_format json_object).
 std::string json_object_gbnf();
 
+// For grammars that embed schemas (tool calls): the schema's rules, its instances those of rule
+// `name` (the other rules named after it), without the JSON primitives every such grammar needs
+// once (json_primitives_gbnf: ws, string, number, integer, boolean, null, value, object, array).
+std::string json_schema_rules(std::string_view schema_json, const std::string& name);
+std::string json_primitives_gbnf();
+
 // A JSON string holding exactly `text` (its GBNF literal, for grammars that quote values).
 std::string gbnf_literal(std::string_view text);
 
