@@ -30,6 +30,9 @@ struct ChatRenderOptions {
     std::string tools_json;        // JSON array of OpenAI tool definitions, or empty / "null"
     std::string date_string;       // Llama 3.1 header, "26 Jul 2024" style; empty = today
     std::string bos_token;         // emitted where the template places bos_token (Llama 3)
+    // A final assistant message is the start of the answer: the prompt ends inside it (no
+    // end-of-turn after it, no new generation prompt), so the model continues it.
+    bool continue_final_message = false;
 };
 
 // Parses an OpenAI `messages` array. `content` may be a string, null (-> empty) or an array of

@@ -242,6 +242,29 @@ def chatml_cases():
     ]
 
 
+def qwen25_cases():
+    """Qwen2.5's template (ChatML with a default system prompt and Hermes tool calls). Its
+    `tool_call.arguments | tojson` quotes string arguments, so calls here carry objects; the
+    built-in renderer writes string arguments as their parsed object (docs/chat_templates.md)."""
+    call_light = tool_call("call_1", "set_light", {"room": "kitchen", "on": True})
+    call_weather = tool_call("call_2", "get_weather", {"city": "Zürich", "days": 2.0, "units": "metric"})
+    return chatml_cases() + [
+        case("tools_with_system", [SYSTEM, user("Turn on the kitchen light.")], tools=TOOLS),
+        case("tools_default_system", [user("Weather in Zürich?")], tools=TOOLS),
+        case("tool_call_single",
+             [SYSTEM, user("Turn on the kitchen light."), assistant("", tool_calls=[call_light]),
+              tool_msg("call_1", '{"ok": true}')], tools=TOOLS),
+        case("tool_calls_multiple_with_content",
+             [user("Kitchen light on, and weather in Zürich?"),
+              assistant("Doing both.", tool_calls=[call_light, call_weather]),
+              tool_msg("call_1", '{"ok": true}'), tool_msg("call_2", '{"temp_c": 21.5}'),
+              assistant("The light is on; 21.5 °C.")], tools=TOOLS, add_generation_prompt=False),
+        case("tool_history_without_tools",
+             [user("Light on."), assistant("", tool_calls=[call_light]), tool_msg("call_1", "ok"),
+              user("Thanks!")]),
+    ]
+
+
 def llama3_cases():
     return [
         case("user_only", [user("Hello!")]),
@@ -314,7 +337,7 @@ def write_golden(path, family, arch, kind, template, source, special_tokens, cas
 
 
 def smollm2_template(path):
-    import gguf  # only needed for the SmolLM2 template, which lives in the model file
+    import gguf  # only needed for the templates that live in model files (SmolLM2, Qwen2.5)
     r = gguf.GGUFReader(path)
     return r.fields["tokenizer.chat_template"].contents()
 
@@ -324,6 +347,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(root), "shared"))
     ap.add_argument("--smollm2", default=None, help="SmolLM2-135M-Instruct GGUF file")
+    ap.add_argument("--qwen25", default=None, help="Qwen2.5-Coder-0.5B-Instruct GGUF file")
     ap.add_argument("--out", default=os.path.join(root, "tests", "data", "chat"))
     args = ap.parse_args()
 
@@ -338,6 +362,13 @@ def main():
         write_golden(os.path.join(args.out, f"{family}.json"), family, arch, kind,
                      cfg["chat_template"], f"shared/testdata/tokenizers/{family}/tokenizer_config.json",
                      special_tokens_of(cfg), cases)
+
+    qwen25 = args.qwen25 or os.path.join(root, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    if not os.path.exists(qwen25):
+        sys.exit("Qwen2.5-Coder-0.5B-Instruct GGUF not found (scripts/fetch_model.sh --qwen); pass --qwen25 PATH")
+    write_golden(os.path.join(args.out, "qwen2.5.json"), "qwen2.5", "qwen2", "chatml",
+                 smollm2_template(qwen25), "Qwen2.5-Coder-0.5B-Instruct GGUF tokenizer.chat_template",
+                 {"bos_token": None, "eos_token": "<|im_end|>"}, qwen25_cases())
 
     candidates = [args.smollm2] if args.smollm2 else [
         os.path.join(root, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"),

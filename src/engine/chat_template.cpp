@@ -50,31 +50,71 @@ void check_arguments(const ChatToolCall& tc) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ChatML (SmolLM2, Qwen2.5 without tools): <|im_start|>ROLE\nCONTENT<|im_end|>\n per message.
+// ChatML (SmolLM2, Qwen2.5): <|im_start|>ROLE\nCONTENT<|im_end|>\n per message. A template that
+// carries Hermes tool calls (Qwen2.5's: <tools> and <tool_call>) also takes tools, assistant tool
+// calls and tool results: the tools block opens the system turn (after the system message, or the
+// template's default system prompt), each call is <tool_call>\n{"name": .., "arguments": ..}
+// \n</tool_call>, consecutive tool results share one user turn.
+
+// The tools system block of the Hermes format (Qwen2.5, Qwen3).
+std::string hermes_tools_block(const std::vector<OrderedJson>& tools) {
+    std::string out = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const OrderedJson& t : tools) out += "\n" + python_json_dumps_value(t);
+    out += "\n</tools>\n\nFor each function call, return a json object with function name and "
+           "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+           "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+    return out;
+}
 
 std::string render_chatml(const std::vector<ChatMessage>& msgs, const ChatRenderOptions& opt,
                           std::string_view gguf_template) {
-    if (!parse_tools(opt.tools_json).empty()) {
-        throw JllmError("chat template chatml: tools are not supported by this format "
+    const std::vector<OrderedJson> tools = parse_tools(opt.tools_json);
+    const bool hermes = contains(gguf_template, "<tool_call>") && contains(gguf_template, "<tools>");
+    if (!tools.empty() && !hermes) {
+        throw JllmError("chat template chatml: tools are not supported by this model's template "
                         "(use --chat-template qwen3 or llama3)");
     }
     const std::string default_system = chatml_default_system_prompt(gguf_template);
+    const size_t n = msgs.size();
     std::string out;
-    for (size_t i = 0; i < msgs.size(); ++i) {
+    if (!tools.empty()) {
+        out += "<|im_start|>system\n" + (n > 0 && msgs[0].role == "system" ? msgs[0].content : default_system) +
+               "\n\n" + hermes_tools_block(tools) + "<|im_end|>\n";
+    }
+    for (size_t i = 0; i < n; ++i) {
         const ChatMessage& m = msgs[i];
-        if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+        const bool tool_role = hermes && m.role == "tool";
+        if (m.role != "system" && m.role != "user" && m.role != "assistant" && !tool_role) {
             throw JllmError(strfmt("chat template chatml: message %zu has role '%s'; expected "
-                                   "system, user or assistant", i, m.role.c_str()));
+                                   "system, user or assistant%s", i, m.role.c_str(), hermes ? " or tool" : ""));
         }
-        if (!m.tool_calls.empty()) {
+        if (!m.tool_calls.empty() && !hermes) {
             throw JllmError(strfmt("chat template chatml: message %zu carries tool calls, which "
-                                   "this format cannot express", i));
+                                   "this model's template cannot express", i));
         }
+        if (i == 0 && m.role == "system" && !tools.empty()) continue;  // in the tools block above
         // The default system prompt comes in only before a first message that is not system.
-        if (i == 0 && m.role != "system" && !default_system.empty()) {
+        if (i == 0 && m.role != "system" && !default_system.empty() && tools.empty()) {
             out += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
         }
-        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        if (tool_role) {
+            if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
+            out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+            if (i + 1 == n || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
+        } else if (!m.tool_calls.empty()) {
+            out += "<|im_start|>assistant";
+            if (!m.content.empty()) out += "\n" + m.content;
+            for (const ChatToolCall& tc : m.tool_calls) {
+                check_arguments(tc);
+                // The template writes `arguments | tojson`: the arguments object as json.dumps does.
+                out += "\n<tool_call>\n{\"name\": \"" + tc.name + "\", \"arguments\": " +
+                       python_json_dumps(tc.arguments) + "}\n</tool_call>";
+            }
+            out += "<|im_end|>\n";
+        } else {
+            out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        }
     }
     if (opt.add_generation_prompt) out += "<|im_start|>assistant\n";
     return out;
@@ -97,13 +137,7 @@ std::string render_qwen3(const std::vector<ChatMessage>& msgs, const ChatRenderO
     if (!tools.empty()) {
         out += "<|im_start|>system\n";
         if (msgs[0].role == "system") out += msgs[0].content + "\n\n";
-        out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-        for (const OrderedJson& t : tools) out += "\n" + python_json_dumps_value(t);
-        out += "\n</tools>\n\nFor each function call, return a json object with function name and "
-               "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-               "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
-               "<|im_end|>\n";
+        out += hermes_tools_block(tools) + "<|im_end|>\n";
     } else if (msgs[0].role == "system") {
         out += "<|im_start|>system\n" + msgs[0].content + "<|im_end|>\n";
     }
@@ -351,6 +385,30 @@ std::string chatml_default_system_prompt(std::string_view t) {
 
 std::string render_chat(ChatTemplateKind kind, const std::vector<ChatMessage>& msgs,
                         const ChatRenderOptions& opt, std::string_view gguf_template) {
+    if (opt.continue_final_message) {
+        // Rendered closed, then cut after the message's text: what the template puts around an
+        // assistant turn's start (Qwen3's empty think block) stays, its end-of-turn goes.
+        if (msgs.empty() || msgs.back().role != "assistant") {
+            throw JllmError("continue_final_message: the last message is not the assistant's");
+        }
+        if (!msgs.back().tool_calls.empty()) {
+            throw JllmError("continue_final_message: a final assistant message with tool_calls cannot be continued");
+        }
+        ChatRenderOptions o = opt;
+        o.continue_final_message = false;
+        const std::string& start = msgs.back().content;
+        if (start.empty()) {
+            o.add_generation_prompt = true;
+            return render_chat(kind, std::vector<ChatMessage>(msgs.begin(), msgs.end() - 1), o, gguf_template);
+        }
+        o.add_generation_prompt = false;
+        const std::string s = render_chat(kind, msgs, o, gguf_template);
+        const size_t at = s.rfind(start);
+        if (at == std::string::npos) {
+            throw JllmError("continue_final_message: the chat template does not show the final assistant message as given");
+        }
+        return s.substr(0, at + start.size());
+    }
     switch (kind) {
         case ChatTemplateKind::ChatML: return render_chatml(msgs, opt, gguf_template);
         case ChatTemplateKind::Qwen3: return render_qwen3(msgs, opt);
@@ -371,6 +429,13 @@ std::vector<ChatMessage> chat_messages_from_json(std::string_view messages_json)
             throw JllmError(strfmt("messages[%zu].%s must be a string, got %s", i, key, it->type_name()));
         }
         return it->get<std::string>();
+    };
+
+    // A call's arguments: a JSON string verbatim, an object as the templates' tojson writes it.
+    const auto arguments_of = [](const OrderedJson& fn) -> std::string {
+        const auto args = fn.find("arguments");
+        if (args == fn.end() || args->is_null()) return "{}";
+        return args->is_string() ? args->get<std::string>() : python_json_dumps_value(*args);
     };
 
     std::vector<ChatMessage> out;
@@ -414,17 +479,22 @@ std::vector<ChatMessage> chat_messages_from_json(std::string_view messages_json)
                     throw JllmError(strfmt("messages[%zu].tool_calls[%zu] has no function name", i, k));
                 }
                 tc.name = fn["name"].get<std::string>();
-                const auto args = fn.find("arguments");
-                if (args == fn.end() || args->is_null()) {
-                    tc.arguments = "{}";
-                } else if (args->is_string()) {
-                    tc.arguments = args->get<std::string>();
-                } else {
-                    tc.arguments = python_json_dumps_value(*args);
-                }
+                tc.arguments = arguments_of(fn);
                 msg.tool_calls.push_back(std::move(tc));
             }
         }
+        // The legacy single call of an assistant turn and the `function` role of its result.
+        const auto legacy = m.find("function_call");
+        if (msg.tool_calls.empty() && legacy != m.end() && !legacy->is_null()) {
+            if (!legacy->is_object() || !legacy->contains("name") || !(*legacy)["name"].is_string()) {
+                throw JllmError(strfmt("messages[%zu].function_call must be an object with a name", i));
+            }
+            ChatToolCall tc;
+            tc.name = (*legacy)["name"].get<std::string>();
+            tc.arguments = arguments_of(*legacy);
+            msg.tool_calls.push_back(std::move(tc));
+        }
+        if (msg.role == "function") msg.role = "tool";
         out.push_back(std::move(msg));
     }
     return out;

@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const char* const GOLDEN_FILES[] = {"qwen3", "llama3", "smollm2"};
+const char* const GOLDEN_FILES[] = {"qwen3", "llama3", "smollm2", "qwen2.5"};
 
 struct GoldenCase {
     std::string file;
@@ -72,7 +72,11 @@ TEST_P(ChatGolden, MatchesJinjaRendering) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
-    return info.param.file + "_" + info.param.name;
+    std::string n = info.param.file + "_" + info.param.name;
+    for (char& ch : n) {
+        if (ch == '.') ch = '_';  // gtest names take letters, digits and '_'
+    }
+    return n;
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, ChatGolden, ::testing::ValuesIn(all_cases()), case_name);
