@@ -55,7 +55,9 @@ struct SamplingParams {
     std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of each id
 };
 
-enum class Channel { Content, Reasoning };
+// Content and reasoning are text; ToolCall pieces carry a tool call's arguments as they are
+// generated (the call's first piece also its id and name).
+enum class Channel { Content, Reasoning, ToolCall };
 
 struct TokenLogprob {
     int32_t token = -1;
@@ -67,6 +69,8 @@ struct TokenLogprob {
 struct Piece {
     std::string text;
     Channel channel = Channel::Content;
+    int tool_index = -1;              // ToolCall: which call of the turn (0, 1, ...)
+    std::string tool_id, tool_name;   // ToolCall: set on a call's first piece
     int32_t token = -1;               // the token that completed this text (-1 if none)
     float logprob = 0.0f;             // of that token, when requested
     std::vector<TokenLogprob> top;    // top-n alternatives, when requested
@@ -74,6 +78,26 @@ struct Piece {
 
 // Return false to stop generation (finish reason `cancelled`).
 using PieceCallback = std::function<bool(const Piece&)>;
+
+// A function call the model made (OpenAI's tool_calls[].function).
+struct ToolCall {
+    std::string id;         // call_...
+    std::string name;
+    std::string arguments;  // the arguments object as JSON text
+};
+
+enum class ToolChoice { Auto, None, Required, Named };
+
+// The functions a request offers. The prompt must already show them (render_chat with
+// ChatRenderOptions::tools_json). Auto: text until the model opens a call, the call then
+// constrained to the function's parameter schema; Required: one call (or more with `parallel`)
+// at once; Named: a call of `name`; None: no calls.
+struct ToolRequest {
+    std::string tools_json;  // OpenAI `tools`: [{"type": "function", "function": {name, description, parameters}}]
+    ToolChoice choice = ToolChoice::Auto;
+    std::string name;        // Named
+    bool parallel = true;    // more than one call in a turn
+};
 
 // What the output must be (DESIGN.md: enforced by constrained decoding, never silently dropped).
 // A grammar that does not compile fails the request (check_output_constraint says why first).
@@ -84,6 +108,9 @@ struct OutputConstraint {
     // Unconstrained until one of these strings appears in the output; from its first byte on, the
     // output is a sentence of the grammar (which starts with the trigger). Empty: from the start.
     std::vector<std::string> triggers;
+    // Triggers that count only where the output starts with them (whitespace before them aside,
+    // after the reasoning block when there is one): a call that is the whole answer.
+    std::vector<std::string> start_triggers;
 };
 
 // Whether `c` compiles: its grammar parses (Status names line and column) or its schema converts
@@ -100,13 +127,23 @@ struct GenerateRequest {
     int max_tokens = 256;                // < 0: until the context is full
     bool split_thinking = true;          // <think>...</think> goes to the reasoning channel
     bool thinking_open = false;          // the prompt already opened <think> (output starts in reasoning)
+    // The model may open a reasoning block itself at the output's start (Qwen3 with thinking on):
+    // a constraint then allows <think> as the first token and starts after the block closes.
+    bool thinking_may_open = false;
     int n_logprobs = -1;                 // < 0: none; 0: the chosen token's; n: plus top n
     // Constrained decoding. With thinking_open the constraint starts after the reasoning block
     // closes; end of generation comes only where the grammar is complete.
     OutputConstraint constraint;
+    // Tool calls (not together with `constraint`): parsed out of the output into
+    // GenerateResult::tool_calls, streamed as ToolCall pieces, never left in the content.
+    ToolRequest tools;
+    // The answer's start when the prompt ends inside it (a continued final assistant message,
+    // ChatRenderOptions::continue_final_message): the constraint and the tool-call parser take
+    // it as output already generated; it is not repeated in the result's text.
+    std::string assistant_prefix;
 };
 
-enum class FinishReason { Stop, Length, Cancelled, Error };
+enum class FinishReason { Stop, Length, Cancelled, Error, ToolCalls };
 const char* finish_reason_name(FinishReason r);
 
 struct GenerateStats {
@@ -128,6 +165,7 @@ struct GenerateResult {
     std::string error;       // when finish == Error
     std::string text;        // content channel
     std::string reasoning;   // reasoning channel
+    std::vector<ToolCall> tool_calls;  // finish ToolCalls; calls cut short by `length` are left out
     GenerateStats stats;
 };
 
@@ -168,6 +206,10 @@ public:
     std::string render_chat(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
 
     GenerateResult generate(const GenerateRequest& request, const PieceCallback& on_piece);
+
+    // Whether this model can take `tools` (its template has a tool-call format, every function
+    // definition is well formed, every parameter schema can be enforced); the reason when not.
+    Status check_tools(const ToolRequest& tools) const;
 
     // Teacher-forced evaluation: logits [n_tokens, n_vocab] for every position of `tokens`,
     // starting from an empty context (tests, perplexity, --dump-logits).

@@ -216,6 +216,7 @@ int run_generate(const CliOptions& o) {
             req.prompt = engine.render_chat(history, ropt);
             req.parse_special = true;
             req.add_bos = false;  // the template places BOS itself where the model wants it
+            req.thinking_may_open = ropt.enable_thinking;  // a constraint starts after the reasoning
         } else {
             req.prompt = user_text;
             req.parse_special = o.special;

@@ -18,6 +18,7 @@
 #include "engine/env_options.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
+#include "engine/tool_calls.h"
 #include "gguf/gguf.h"
 #include "jetson/jetson_hal.h"
 #include "jetson/thermal_guard.h"
@@ -37,6 +38,7 @@ const char* finish_reason_name(FinishReason r) {
         case FinishReason::Length: return "length";
         case FinishReason::Cancelled: return "cancelled";
         case FinishReason::Error: return "error";
+        case FinishReason::ToolCalls: return "tool_calls";
     }
     return "?";
 }
@@ -191,6 +193,18 @@ std::string Engine::render_chat(const std::vector<ChatMessage>& messages, const 
     ChatRenderOptions opt = options;
     if (opt.bos_token.empty() && m.tok && m.tok->bos_id() >= 0) opt.bos_token = m.tok->token_text(m.tok->bos_id());
     return jllm::render_chat(m.chat_kind, messages, opt, m.gguf_template);
+}
+
+Status Engine::check_tools(const ToolRequest& tools) const {
+    const Impl& m = *impl_;
+    if (!m.backend) return Status::error("no model loaded");
+    if (tools.choice == ToolChoice::None) return Status::success();
+    try {
+        (void)compile_output_constraint(tool_constraint(tool_format(m.chat_kind, m.gguf_template), tools));
+    } catch (const std::exception& e) {
+        return Status::error(e.what());
+    }
+    return Status::success();
 }
 
 ModelInfo Engine::model_info() const {
@@ -374,11 +388,35 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         st.prefill_tps = st.prefill_ms > 0 ? n_prefilled * 1000.0 / st.prefill_ms : 0;
 
         Sampler sampler(static_cast<int32_t>(m.mc.n_vocab), req.sampling);
+        // Tool calls: their grammar constrains the output, their parser takes them out of it.
+        OutputConstraint constraint = req.constraint;
+        std::unique_ptr<ToolCallStream> calls;
+        if (!req.tools.tools_json.empty() && req.tools.choice != ToolChoice::None) {
+            if (constraint.kind != OutputConstraint::Kind::None) {
+                throw JllmError("a request constrains its output with tools or with a grammar, not both");
+            }
+            const ToolFormat tf = tool_format(m.chat_kind, m.gguf_template);
+            constraint = tool_constraint(tf, req.tools);
+            calls = std::make_unique<ToolCallStream>(tf);
+        }
         // Constrained decoding: the grammar's mask of each step (null while it does not apply).
         std::unique_ptr<OutputConstrainer> con;
-        if (req.constraint.kind != OutputConstraint::Kind::None) {
+        if (constraint.kind != OutputConstraint::Kind::None) {
             if (!m.vocab_trie) m.vocab_trie = std::make_shared<const VocabTrie>(*m.tok);
-            con = std::make_unique<OutputConstrainer>(req.constraint, m.vocab_trie, req.thinking_open);
+            // A model that opens its reasoning block itself (Qwen3 with thinking on) may do so first.
+            const int32_t think = req.thinking_may_open && req.split_thinking ? m.tok->find_token("<think>") : -1;
+            con = std::make_unique<OutputConstrainer>(constraint, m.vocab_trie, req.thinking_open, think);
+        }
+        // The content channel's text, through the tool-call parser when tools are offered.
+        std::vector<ToolCallStream::Part> out;
+        if (!req.assistant_prefix.empty()) {
+            if (con) con->push_text(req.assistant_prefix);
+            if (calls) {  // the client wrote the prefix: only what becomes a call is news to it
+                calls->push(req.assistant_prefix, out);
+                out.erase(std::remove_if(out.begin(), out.end(),
+                                         [](const ToolCallStream::Part& p) { return p.channel == Channel::Content; }),
+                          out.end());
+            }
         }
         const uint32_t* allowed = con ? con->mask() : nullptr;
         StreamingDetokenizer detok(*m.tok);
@@ -394,24 +432,40 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         std::vector<float> raw;  // unmodified logits for logprobs, reused every token
         if (req.n_logprobs >= 0) raw.reserve(static_cast<size_t>(m.mc.n_vocab));
 
-        auto deliver = [&](int32_t token, float lp) -> bool {
+        auto deliver = [&](int32_t token, float lp, bool last = false) -> bool {
             for (auto& [ch, text] : parts) {
-                if (text.empty()) continue;
-                (ch == Channel::Reasoning ? res.reasoning : res.text) += text;
-                if (on_piece) {
-                    Piece p;
-                    p.text = std::move(text);
-                    p.channel = ch;
-                    p.token = token;
-                    p.logprob = lp;
-                    if (req.n_logprobs > 0) {
-                        p.top = top;
-                        for (TokenLogprob& t : p.top) t.piece = m.tok->token_to_piece(t.token);
-                    }
-                    if (!on_piece(p)) return false;
-                }
+                if (calls && ch == Channel::Content) calls->push(text, out);
+                else out.push_back(ToolCallStream::Part{ch, std::move(text)});
             }
             parts.clear();
+            if (last && calls) calls->flush(out);
+            for (ToolCallStream::Part& pt : out) {
+                if (pt.text.empty() && !pt.start) continue;
+                if (pt.channel == Channel::Reasoning) res.reasoning += pt.text;
+                else if (pt.channel == Channel::Content) res.text += pt.text;
+                if (!on_piece) continue;
+                Piece p;
+                p.text = std::move(pt.text);
+                p.channel = pt.channel;
+                p.token = token;
+                p.logprob = lp;
+                if (pt.channel == Channel::ToolCall) {
+                    p.tool_index = pt.tool;
+                    if (pt.start) {
+                        p.tool_id = calls->call(pt.tool).id;
+                        p.tool_name = calls->call(pt.tool).name;
+                    }
+                }
+                if (req.n_logprobs > 0) {
+                    p.top = top;
+                    for (TokenLogprob& t : p.top) t.piece = m.tok->token_to_piece(t.token);
+                }
+                if (!on_piece(p)) {
+                    out.clear();
+                    return false;
+                }
+            }
+            out.clear();
             return true;
         };
 
@@ -516,7 +570,11 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         if (!stopped_in_tail) safe += stopper.flush();
         splitter.push(safe, parts);
         splitter.flush(parts);
-        deliver(-1, 0.0f);
+        deliver(-1, 0.0f, true);
+        if (calls) {
+            res.tool_calls = calls->calls();
+            if (res.finish == FinishReason::Stop && !res.tool_calls.empty()) res.finish = FinishReason::ToolCalls;
+        }
     } catch (const std::exception& e) {
         res.finish = FinishReason::Error;
         res.error = e.what();

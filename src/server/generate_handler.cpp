@@ -68,6 +68,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
     head.id = job->id;
     head.created = static_cast<int64_t>(std::time(nullptr));
     head.model = alias;
+    head.legacy_functions = pr->legacy_functions;
     const ResponseShape shape(kind, std::move(head));
     if (pr->stream) {
         stream(shape, job, pr, turn, res);
@@ -83,6 +84,13 @@ std::optional<ApiError> HttpServer::Impl::tokenize_prompt(ParsedRequest& pr) {
     if (pr.chat) {
         ChatRenderOptions ro;
         ro.enable_thinking = pr.enable_thinking;
+        ro.continue_final_message = pr.continue_final;
+        const char* tools_param = pr.legacy_functions ? "functions" : "tools";
+        if (!pr.gen.tools.tools_json.empty() && pr.gen.tools.choice != ToolChoice::None) {
+            const Status st = engine.check_tools(pr.gen.tools);
+            if (!st.ok) return invalid_request(st.message, tools_param, "invalid_tools");
+            ro.tools_json = pr.gen.tools.tools_json;  // with `none` the model is not shown them
+        }
         std::string prompt;
         try {
             prompt = engine.render_chat(pr.messages, ro);
@@ -90,6 +98,7 @@ std::optional<ApiError> HttpServer::Impl::tokenize_prompt(ParsedRequest& pr) {
             return invalid_request(e.what(), "messages");
         }
         pr.gen.thinking_open = prompt_opens_thinking(prompt);
+        pr.gen.thinking_may_open = pr.enable_thinking && !pr.gen.thinking_open && !pr.continue_final;
         tokens = engine.tokenize(prompt, /*parse_special=*/true, /*add_bos=*/false);  // the template places BOS
     } else if (pr.prompt_is_tokens) {
         tokens = pr.prompt_tokens;
@@ -140,7 +149,7 @@ void HttpServer::Impl::answer(const ResponseShape& shape, const std::shared_ptr<
     Json lp = pr.logprobs ? shape.empty_logprobs() : Json(nullptr);
     size_t offset = 0;
     const GenerateResult r = run_generation(job, pr.gen, [&](const Piece& p) {
-        if (p.channel != Channel::Content) return true;
+        if (p.channel != Channel::Content) return true;  // the result carries reasoning and calls
         if (pr.logprobs) shape.append_logprob(lp, p, offset, pr.top_logprobs > 0);
         offset += p.text.size();
         return true;
@@ -153,7 +162,7 @@ void HttpServer::Impl::answer(const ResponseShape& shape, const std::shared_ptr<
         res.status = 499;
         return;
     }
-    send_json(res, shape.response(r, openai_finish_reason(r.finish), lp));
+    send_json(res, shape.response(r, lp));
 }
 
 // Streaming: headers go out when the handler returns; the provider runs the generation and
@@ -185,7 +194,7 @@ void HttpServer::Impl::stream(const ResponseShape& shape, const std::shared_ptr<
                 if (r.finish == FinishReason::Error) {
                     sse.error(internal_error("generation failed: " + r.error));
                 } else {
-                    sse.finish(openai_finish_reason(r.finish), pr->include_usage ? &r.stats : nullptr);
+                    sse.finish(r.finish, pr->include_usage ? &r.stats : nullptr);
                 }
                 if (!sse.done()) return false;
                 sink.done();

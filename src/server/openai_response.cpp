@@ -26,9 +26,11 @@ std::string make_response_id(ResponseKind kind) {
 
 std::string system_fingerprint() { return std::string("jllm-") + JLLM_VERSION + "-" + JLLM_GIT_COMMIT; }
 
-const char* openai_finish_reason(FinishReason f) {
+const char* openai_finish_reason(FinishReason f, bool legacy_functions) {
+    if (f == FinishReason::Stop) return "stop";
+    if (f == FinishReason::ToolCalls) return legacy_functions ? "function_call" : "tool_calls";
     // Cancelled here means a server limit (timeout, shutdown) cut the answer short.
-    return f == FinishReason::Stop ? "stop" : "length";
+    return "length";
 }
 
 namespace {
@@ -99,9 +101,23 @@ Json envelope(const ResponseHead& h, const char* object) {
                 {"system_fingerprint", system_fingerprint()}};
 }
 
+Json tool_call_json(const ToolCall& c) {
+    return Json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
 Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const char* finish, const Json& logprobs) {
     Json msg = {{"role", "assistant"}, {"content", r.text}};
     if (!r.reasoning.empty()) msg["reasoning_content"] = r.reasoning;
+    if (!r.tool_calls.empty()) {
+        if (r.text.empty()) msg["content"] = nullptr;
+        if (h.legacy_functions) {
+            msg["function_call"] = tool_call_json(r.tool_calls.front())["function"];
+        } else {
+            Json calls = Json::array();
+            for (const ToolCall& c : r.tool_calls) calls.push_back(tool_call_json(c));
+            msg["tool_calls"] = std::move(calls);
+        }
+    }
     Json j = envelope(h, "chat.completion");
     j["choices"] = Json::array({Json{{"index", 0}, {"message", msg}, {"logprobs", logprobs},
                                  {"finish_reason", finish}}});
@@ -152,7 +168,8 @@ void ResponseShape::append_logprob(Json& logprobs, const Piece& p, size_t text_o
     }
 }
 
-Json ResponseShape::response(const GenerateResult& r, const char* finish, const Json& logprobs) const {
+Json ResponseShape::response(const GenerateResult& r, const Json& logprobs) const {
+    const char* finish = openai_finish_reason(r.finish, head_.legacy_functions);
     return kind_ == ResponseKind::Chat ? chat_completion_json(head_, r, finish, logprobs)
                                        : completion_json(head_, r, finish, logprobs);
 }
@@ -165,6 +182,7 @@ std::optional<Json> ResponseShape::opening_chunk() const {
 std::optional<Json> ResponseShape::piece_chunk(const Piece& p, const Json& logprobs) const {
     const bool content = p.channel == Channel::Content;
     if (kind_ == ResponseKind::Chat) {
+        if (p.channel == Channel::ToolCall) return chat_chunk_json(head_, tool_call_delta(p), nullptr, nullptr);
         const Json delta = content ? Json{{"content", p.text}} : Json{{"reasoning_content", p.text}};
         return chat_chunk_json(head_, delta, nullptr, logprobs);
     }
@@ -172,9 +190,26 @@ std::optional<Json> ResponseShape::piece_chunk(const Piece& p, const Json& logpr
     return completion_chunk_json(head_, p.text, nullptr, logprobs);
 }
 
-Json ResponseShape::final_chunk(const char* finish) const {
+Json ResponseShape::final_chunk(FinishReason f) const {
+    const char* finish = openai_finish_reason(f, head_.legacy_functions);
     return kind_ == ResponseKind::Chat ? chat_chunk_json(head_, Json::object(), finish, nullptr)
                                        : completion_chunk_json(head_, "", finish, nullptr);
+}
+
+// A call's delta: its first carries id, type, name and empty arguments; later ones a piece of the
+// arguments under the call's index (legacy: `function_call`, no index).
+Json ResponseShape::tool_call_delta(const Piece& p) const {
+    Json fn = Json::object();
+    if (!p.tool_name.empty()) fn["name"] = p.tool_name;
+    fn["arguments"] = p.text;
+    if (head_.legacy_functions) return Json{{"function_call", fn}};
+    Json call = {{"index", p.tool_index}};
+    if (!p.tool_id.empty()) {
+        call["id"] = p.tool_id;
+        call["type"] = "function";
+    }
+    call["function"] = std::move(fn);
+    return Json{{"tool_calls", Json::array({call})}};
 }
 
 Json ResponseShape::usage_chunk(const GenerateStats& st) const {

@@ -22,17 +22,21 @@ struct ResponseHead {
     std::string id;       // chatcmpl-... / cmpl-...
     int64_t created = 0;  // unix seconds
     std::string model;    // the alias
+    // The request offered the legacy `functions`: a call is answered as `function_call` (one)
+    // with finish reason "function_call", not as `tool_calls`.
+    bool legacy_functions = false;
 };
 
 // "chatcmpl-" / "cmpl-" followed by 24 random hex digits (plus a process-wide counter mixed in).
 std::string make_response_id(ResponseKind kind);
 std::string system_fingerprint();
 
-const char* openai_finish_reason(FinishReason f);
+const char* openai_finish_reason(FinishReason f, bool legacy_functions = false);
 
 // The JSON of one answer in the shape of its endpoint. Chat: `message` / `delta` objects, the
-// role chunk first, reasoning as `reasoning_content`, logprobs {"content": [{token, logprob,
-// bytes, top_logprobs}]}. Completions: `text`, no reasoning, logprobs {tokens, token_logprobs,
+// role chunk first, reasoning as `reasoning_content`, calls as `tool_calls` (content null when
+// the answer is calls only; streamed per call index, the first delta with id, type and name,
+// later ones appending arguments), logprobs {"content": [{token, logprob, bytes, top_logprobs}]}. Completions: `text`, no reasoning, logprobs {tokens, token_logprobs,
 // top_logprobs, text_offset}. Both: usage and timings on the answer or the usage chunk.
 class ResponseShape {
 public:
@@ -46,17 +50,19 @@ public:
     void append_logprob(Json& logprobs, const Piece& p, size_t text_offset, bool with_top) const;
 
     // The whole answer (no streaming).
-    Json response(const GenerateResult& r, const char* finish, const Json& logprobs) const;
+    Json response(const GenerateResult& r, const Json& logprobs) const;
 
     // Streaming: the chunk before any piece (chat: the assistant role; completions: none), one
     // piece (none for a piece the shape does not show: completions' reasoning), the chunk with
     // the finish reason, and the usage chunk (choices []).
     std::optional<Json> opening_chunk() const;
     std::optional<Json> piece_chunk(const Piece& p, const Json& logprobs) const;
-    Json final_chunk(const char* finish) const;
+    Json final_chunk(FinishReason finish) const;
     Json usage_chunk(const GenerateStats& st) const;
 
 private:
+    Json tool_call_delta(const Piece& p) const;
+
     ResponseKind kind_;
     ResponseHead head_;
 };

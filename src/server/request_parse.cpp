@@ -3,11 +3,13 @@
 // top_logprobs 0..20, logit_bias -100..100); llama.cpp's extra fields get sane bounds.
 #include "server/request_parse.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
 #include "core/error.h"
+#include "engine/tool_calls.h"
 
 namespace jllm::server {
 
@@ -154,6 +156,111 @@ Err parse_constraint(const Json& body, OutputConstraint& c) {
     return std::nullopt;
 }
 
+// `tool_choice` (or the legacy `function_call`, `legacy`): auto, none, required (not legacy) or a
+// named function — {"type": "function", "function": {"name": ...}}, legacy {"name": ...}.
+Err parse_tool_choice(const Json& v, const char* field, bool legacy, ToolRequest& t) {
+    if (v.is_string()) {
+        const std::string c = v.get<std::string>();
+        if (c == "auto") {
+            t.choice = ToolChoice::Auto;
+        } else if (c == "none") {
+            t.choice = ToolChoice::None;
+        } else if (c == "required" && !legacy) {
+            t.choice = ToolChoice::Required;
+        } else {
+            return invalid_request(strfmt("'%s' must be %s or a named function, got '%s'", field,
+                                          legacy ? "auto, none" : "auto, none, required", c.c_str()), field);
+        }
+        return std::nullopt;
+    }
+    const Json* fn = nullptr;
+    if (v.is_object() && legacy) {
+        fn = &v;
+    } else if (v.is_object() && v.value("type", Json()) == "function" && v.contains("function") && v["function"].is_object()) {
+        fn = &v["function"];
+    }
+    if (fn == nullptr || !fn->contains("name") || !(*fn)["name"].is_string()) {
+        return invalid_request(strfmt("'%s' must be %s, got %s", field,
+                                      legacy ? "auto, none or {\"name\": ...}"
+                                             : "auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                                      v.dump().c_str()), field);
+    }
+    t.choice = ToolChoice::Named;
+    t.name = (*fn)["name"].get<std::string>();
+    return std::nullopt;
+}
+
+// The functions a chat request offers: `tools` with `tool_choice` and `parallel_tool_calls`, or
+// the legacy `functions` with `function_call` (one call, answered in the legacy shape). Each
+// definition is checked here; whether this model can enforce them, by the handler
+// (Engine::check_tools).
+Err parse_tools(const Json& body, ParsedRequest& out) {
+    ToolRequest& t = out.gen.tools;
+    Json tools = Json::array();
+    const auto fresh = body.find("tools");
+    const auto legacy = body.find("functions");
+    const bool has_fresh = fresh != body.end() && !fresh->is_null();
+    const bool has_legacy = legacy != body.end() && !legacy->is_null();
+    if (has_fresh && has_legacy) return invalid_request("give 'tools' or the legacy 'functions', not both", "functions");
+    if (has_fresh) {
+        if (!fresh->is_array()) return invalid_request(strfmt("'tools' must be an array, got %s", type_name(*fresh)), "tools");
+        tools = *fresh;
+    } else if (has_legacy) {
+        if (!legacy->is_array()) {
+            return invalid_request(strfmt("'functions' must be an array, got %s", type_name(*legacy)), "functions");
+        }
+        for (const Json& f : *legacy) tools.push_back(Json{{"type", "function"}, {"function", f}});
+        out.legacy_functions = true;
+        t.parallel = false;
+    }
+    const char* tools_field = out.legacy_functions ? "functions" : "tools";
+    const auto choice = body.find("tool_choice");
+    const auto legacy_choice = body.find("function_call");
+    const bool has_choice = choice != body.end() && !choice->is_null();
+    const bool has_legacy_choice = legacy_choice != body.end() && !legacy_choice->is_null();
+    if (has_choice && has_legacy_choice) {
+        return invalid_request("give 'tool_choice' or the legacy 'function_call', not both", "function_call");
+    }
+    if (has_choice) {
+        if (Err e = parse_tool_choice(*choice, "tool_choice", false, t)) return e;
+    } else if (has_legacy_choice) {
+        if (Err e = parse_tool_choice(*legacy_choice, "function_call", true, t)) return e;
+    }
+    if (const auto it = body.find("parallel_tool_calls"); it != body.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            return invalid_request(strfmt("'parallel_tool_calls' must be a boolean, got %s", type_name(*it)),
+                                   "parallel_tool_calls");
+        }
+        t.parallel = it->get<bool>();
+    }
+    if (tools.empty()) {
+        if (t.choice == ToolChoice::Required || t.choice == ToolChoice::Named) {
+            return invalid_request(strfmt("'%s' asks for a call but no '%s' are given", has_choice ? "tool_choice" : "function_call",
+                                          tools_field), has_choice ? "tool_choice" : "function_call");
+        }
+        t = ToolRequest{};
+        return std::nullopt;
+    }
+    t.tools_json = tools.dump();
+    try {
+        const std::vector<ToolFunction> fns = parse_tool_functions(t.tools_json);
+        if (t.choice == ToolChoice::Named &&
+            std::none_of(fns.begin(), fns.end(), [&](const ToolFunction& f) { return f.name == t.name; })) {
+            const char* f = has_choice ? "tool_choice" : "function_call";
+            return invalid_request(strfmt("'%s' names '%s', which is not in '%s'", f, t.name.c_str(), tools_field), f);
+        }
+    } catch (const std::exception& e) {
+        std::string why = e.what();
+        if (out.legacy_functions && why.rfind("tools", 0) == 0) why = "functions" + why.substr(5);
+        return invalid_request(why, tools_field, "invalid_tools");
+    }
+    if (t.choice != ToolChoice::None && out.gen.constraint.kind != OutputConstraint::Kind::None) {
+        return invalid_request(strfmt("'%s' and 'response_format' / 'grammar' / 'json_schema' both constrain the "
+                                      "output; give one", tools_field), tools_field);
+    }
+    return std::nullopt;
+}
+
 // Fields shared by both endpoints: sampling, stop, n, stream, session ids, refused features.
 Err parse_common(const Json& body, const RequestDefaults& d, int64_t n_vocab, ParsedRequest& out) {
     if (!body.is_object()) return invalid_request(strfmt("the request body must be a JSON object, got %s", type_name(body)));
@@ -161,13 +268,6 @@ Err parse_common(const Json& body, const RequestDefaults& d, int64_t n_vocab, Pa
     s = d.sampling;
     out.gen.max_tokens = d.max_tokens;
 
-    if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-        if (!it->is_array()) return invalid_request(strfmt("'tools' must be an array, got %s", type_name(*it)), "tools");
-        if (!it->empty()) return unsupported_feature("tools");
-    }
-    if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-        if (!(it->is_string() && it->get<std::string>() == "none")) return unsupported_feature("tool_choice");
-    }
     if (Err e = parse_constraint(body, out.gen.constraint)) return e;
 
     if (Err e = get_number(body, "temperature", 0.0, 2.0, s.temperature)) return e;
@@ -298,9 +398,9 @@ Err parse_chat_request(const Json& body, const RequestDefaults& d, int64_t n_voc
             return invalid_request(strfmt("messages[%zu].role must be a string", i), "messages");
         }
         const std::string r = role->get<std::string>();
-        if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
-            return invalid_request(strfmt("messages[%zu].role '%s' is not one of system, developer, user, assistant, tool",
-                                          i, r.c_str()), "messages");
+        if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer" && r != "function") {
+            return invalid_request(strfmt("messages[%zu].role '%s' is not one of system, developer, user, assistant, "
+                                          "tool, function", i, r.c_str()), "messages");
         }
         const auto content = m.find("content");
         if (content != m.end() && !content->is_null() && !content->is_string() && !content->is_array()) {
@@ -315,6 +415,13 @@ Err parse_chat_request(const Json& body, const RequestDefaults& d, int64_t n_voc
     }
     for (ChatMessage& m : out.messages) {
         if (m.role == "developer") m.role = "system";  // OpenAI's newer name for the system role
+    }
+    if (Err e = parse_tools(body, out)) return e;
+    // Assistant prefill: a final assistant message (without calls) is the start of the answer.
+    if (out.messages.back().role == "assistant" && out.messages.back().tool_calls.empty() &&
+        !out.messages.back().content.empty()) {
+        out.continue_final = true;
+        out.gen.assistant_prefix = out.messages.back().content;
     }
 
     if (Err e = get_bool(body, "think", out.enable_thinking)) return e;
@@ -344,6 +451,11 @@ Err parse_completion_request(const Json& body, const RequestDefaults& d, int64_t
     out.chat = false;
     if (Err e = parse_common(body, d, n_vocab, out)) return e;
     if (Err e = parse_max_tokens(body, out)) return e;
+    for (const char* chat_only : {"tools", "functions", "tool_choice", "function_call"}) {
+        if (const auto it = body.find(chat_only); it != body.end() && !it->is_null()) {
+            return invalid_request(strfmt("'%s' is a field of /v1/chat/completions", chat_only), chat_only);
+        }
+    }
 
     const auto p = body.find("prompt");
     if (p == body.end() || p->is_null()) return invalid_request("'prompt' is required", "prompt");

@@ -33,6 +33,11 @@ struct ParsedRequest {
     bool logprobs = false;               // report logprobs (chat: logprobs=true; completions: logprobs=N)
     int top_logprobs = 0;
     std::string session_id;              // conversation_id or nvext.agent_hints.session_id
+    // chat: `tools` / `tool_choice` / `parallel_tool_calls` in gen.tools, or the legacy
+    // `functions` / `function_call` (legacy_functions: answered as `function_call`, one call).
+    bool legacy_functions = false;
+    // chat: the last message is the assistant's; the prompt continues it (gen.assistant_prefix).
+    bool continue_final = false;
 };
 
 // `n_vocab` bounds logit_bias ids and token prompts.

@@ -31,8 +31,8 @@ bool SseStream::piece(const Piece& p) {
     return !chunk || send(*chunk);
 }
 
-bool SseStream::finish(const char* finish_reason, const GenerateStats* usage) {
-    bool alive = send(shape_.final_chunk(finish_reason));
+bool SseStream::finish(FinishReason finish, const GenerateStats* usage) {
+    bool alive = send(shape_.final_chunk(finish));
     if (alive && usage) alive = send(shape_.usage_chunk(*usage));
     return alive;
 }

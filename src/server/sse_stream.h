@@ -23,9 +23,9 @@ public:
 
     // Every call returns false when the write failed (the client hung up).
     bool open();                    // the chunk before any piece, where the shape has one
-    bool piece(const Piece& p);     // one content or reasoning delta
+    bool piece(const Piece& p);     // one content, reasoning or tool-call delta
     // The chunk with the finish reason, then the usage chunk when `usage` is given.
-    bool finish(const char* finish_reason, const GenerateStats* usage);
+    bool finish(FinishReason finish, const GenerateStats* usage);
     bool error(const ApiError& e);  // an error object in place of the finish chunk
     bool done();                    // [DONE]
 

@@ -3,7 +3,8 @@ port (-p 0; the port is read from its log) with a small context, and gives tests
 /metrics helpers. Used by the test_server_*.py files.
 
 Env: JLLM_BUILD_DIR (default build/), JLLM_TEST_MODEL (default
-models/SmolLM2-135M-Instruct.Q4_1.gguf), JLLM_REQUIRE_MODELS=1 turns a missing binary or model
+models/SmolLM2-135M-Instruct.Q4_1.gguf), JLLM_TEST_QWEN_MODEL (default
+models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf), JLLM_REQUIRE_MODELS=1 turns a missing binary or model
 into a failure instead of a skip."""
 import http.client
 import json
@@ -19,6 +20,9 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("JLLM_BUILD_DIR", os.path.join(ROOT, "build"))
 MODEL = os.environ.get("JLLM_TEST_MODEL", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+# The tool-call model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M; scripts/fetch_model.sh qwen2.5-0.5b).
+QWEN_MODEL = os.environ.get("JLLM_TEST_QWEN_MODEL",
+                            os.path.join(ROOT, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"))
 N_CTX = 512
 # SmolLM2's end-of-generation ids (<|endoftext|>, <|im_end|>): biased away to force long outputs.
 NO_EOS = {"0": -100, "2": -100}
@@ -31,12 +35,12 @@ def binary_path():
     return None
 
 
-def require_artifacts():
+def require_artifacts(model=MODEL):
     missing = []
     if binary_path() is None:
         missing.append("jetson-llm-server under " + BUILD)
-    if not os.path.exists(MODEL):
-        missing.append(MODEL + " (scripts/fetch_model.sh)")
+    if not os.path.exists(model):
+        missing.append(model + " (scripts/fetch_model.sh)")
     if missing:
         msg = "missing: " + ", ".join(missing)
         if os.environ.get("JLLM_REQUIRE_MODELS") == "1":
@@ -45,10 +49,10 @@ def require_artifacts():
 
 
 class Server:
-    def __init__(self, *extra, ctx=N_CTX):
-        require_artifacts()
+    def __init__(self, *extra, ctx=N_CTX, model=MODEL):
+        require_artifacts(model)
         self.log = tempfile.NamedTemporaryFile(prefix="jllm-server-", suffix=".log", delete=False)
-        args = [binary_path(), "-m", MODEL, "-p", "0", "--host", "127.0.0.1", *extra]
+        args = [binary_path(), "-m", model, "-p", "0", "--host", "127.0.0.1", *extra]
         if ctx is not None:
             args += ["-c", str(ctx)]
         if "--threads" not in extra:

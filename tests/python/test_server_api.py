@@ -211,18 +211,27 @@ def test_tokenize_detokenize(srv):
     assert status == 400
 
 
-def test_unsupported_features(srv):
+def test_refused_and_noop_fields(srv):
     base = {"messages": CHAT, "max_tokens": 1}
-    for extra, param in (({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-                         ({"tool_choice": "required"}, "tool_choice")):
+    # SmolLM2's template has no tool-call format: tools are refused, never ignored.
+    for extra, param, code in (({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "invalid_tools"),
+                               ({"functions": [{"name": "f"}]}, "functions", "invalid_tools"),
+                               ({"tool_choice": "required"}, "tool_choice", "invalid_value"),
+                               ({"function_call": {"name": "f"}}, "function_call", "invalid_value")):
         status, _, r = srv.post("/v1/chat/completions", {**base, **extra})
         assert status == 400, extra
-        assert r["error"]["code"] == "unsupported" and r["error"]["param"] == param
+        assert r["error"]["code"] == code and r["error"]["param"] == param, r
+    assert "no tool-call format" in srv.post("/v1/chat/completions", {**base, "tools": [
+        {"type": "function", "function": {"name": "f"}}]})[2]["error"]["message"]
+    status, _, r = srv.post("/v1/completions", {"prompt": "a", "max_tokens": 1, "tools": []})
+    assert status == 400 and r["error"]["param"] == "tools"
     status, _, r = srv.post("/v1/chat/completions", {**base, "n": 2})
     assert status == 400 and r["error"]["param"] == "n"
-    # no-op values of those fields are fine
-    status, _, r = srv.post("/v1/chat/completions", {**base, "tools": [], "response_format": {"type": "text"}, "n": 1})
-    assert status == 200
+    # no-op values of those fields are fine; `none` offers nothing to call
+    for extra in ({"tools": [], "response_format": {"type": "text"}, "n": 1},
+                  {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"}):
+        status, _, r = srv.post("/v1/chat/completions", {**base, **extra})
+        assert status == 200, (extra, r)
 
 
 def test_thinking_flags_and_sessions(srv):
