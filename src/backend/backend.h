@@ -66,6 +66,12 @@ struct TokenSelection {
     // Tokens that may be chosen: bit (t % 32) of word t / 32 set for token t, [ceil(n_vocab / 32)]
     // words; the others count as -inf. Null: every token.
     const uint32_t* allowed = nullptr;
+    // Or the mask computed while the step runs: called once, after the step's forward pass has
+    // been started and before its selection, its result used as `allowed` (the engine advances
+    // its grammar on the host while a device computes the logits). Null result: every token.
+    const uint32_t* (*mask_fn)(void* ctx) = nullptr;
+    void* mask_ctx = nullptr;
+    const uint32_t* mask_now() const { return mask_fn ? mask_fn(mask_ctx) : allowed; }
 };
 constexpr int SELECT_MAX_K = 128;
 

@@ -302,6 +302,12 @@ int32_t argmax_ref(const float* x, int64_t n) {
     return static_cast<int32_t>(best);
 }
 
+void apply_token_mask_ref(float* x, int64_t n, const uint32_t* mask) {
+    for (int64_t i = 0; i < n; ++i) {
+        if (((mask[i >> 5] >> (i & 31)) & 1u) == 0) x[i] = -INFINITY;
+    }
+}
+
 void topk_ref(const float* x, int64_t n, int k, float* vals, int32_t* ids) {
     select_top_k(x, n, k, nullptr, ids, vals);
 }

@@ -134,7 +134,7 @@ public:
     bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) override {
         if (sel.k < 1 || sel.k > SELECT_MAX_K || sel.k > c_.n_vocab) return false;
         forward(&token, 1, pos, LogitsMode::Last, select_logits_.data());
-        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, sel.allowed, ids, vals);
+        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, sel.mask_now(), ids, vals);
         return true;
     }
 

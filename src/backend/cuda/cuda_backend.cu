@@ -3,6 +3,7 @@
 // graph_cache.cu (the file list: cuda_backend_impl.cuh). Nothing is allocated in forward().
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -37,6 +38,7 @@ CudaBackend::~CudaBackend() {
     prof_report();
     for (cudaEvent_t e : prof_pool_) (void)cudaEventDestroy(e);
     if (step_host_) (void)cudaFreeHost(step_host_);
+    if (mask_host_) (void)cudaFreeHost(mask_host_);
     for (void* p : allocations_) (void)cudaFree(p);
     if (registered_) (void)cudaHostUnregister(registered_);
     for (void* p : pinned_) (void)cudaHostUnregister(p);
@@ -124,6 +126,9 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     topk_vals_ = fbuf(static_cast<size_t>(k_max));
     topk_ids_ = static_cast<int32_t*>(alloc(static_cast<size_t>(k_max) * sizeof(int32_t)));
     if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, 2 * sizeof(int32_t)));
+    mask_words_ = static_cast<size_t>((c_.n_vocab + 31) / 32);
+    mask_dev_ = static_cast<uint32_t*>(alloc(mask_words_ * sizeof(uint32_t)));
+    if (!mask_host_) JLLM_CUDA_CHECK(cudaMallocHost(&mask_host_, mask_words_ * sizeof(uint32_t)));
     const size_t xq_ff_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, c_.n_ff) : 0;
     const size_t xq_bytes = use_q8_ ? cuda::act_q8_bytes(cuda::GEMV_MAX_TOKENS, widest) + xq_ff_bytes : 0;
     if (use_q8_) {
@@ -131,7 +136,8 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
         xq_ff_ = alloc(xq_ff_bytes);
     }
     if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
-    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() + xq_bytes + xh_bytes);
+    scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() +
+                                          xq_bytes + xh_bytes + mask_words_ * sizeof(uint32_t));
 }
 
 void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width) {
@@ -211,17 +217,18 @@ void CudaBackend::pin_host_buffer(void* p, size_t bytes) {
 }
 
 bool CudaBackend::forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) {
-    // A token mask has no kernel yet: the caller samples the logits on the host.
-    if (sel.allowed != nullptr || sel.k < 1 || sel.k > cuda::TOPK_MAX || sel.k > c_.n_vocab) return false;
+    if (sel.k < 1 || sel.k > cuda::TOPK_MAX || sel.k > c_.n_vocab) return false;
     JLLM_CUDA_CHECK(cudaSetDevice(opt_.device));
     JLLM_ASSERT(host_weights_ != nullptr && !kv_.empty() && pos >= 0 && pos < n_ctx_);
     JLLM_ASSERT(token >= 0 && token < token_embd_.rows);
+    // A grammar's mask goes down with the step and is applied to the logits before the selection
+    // (decode_on_device).
     if (sel.k == 1) {  // the argmax alone: 4 bytes cross to the host
-        decode_on_device(token, pos, StepTail::Argmax, 1);
+        decode_on_device(token, pos, StepTail::Argmax, 1, sel);
         JLLM_CUDA_CHECK(cudaMemcpyAsync(ids, argmax_dev_, sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
         vals[0] = 0.0f;  // the argmax kernel leaves no value; the sampler needs none for k = 1
     } else {
-        decode_on_device(token, pos, StepTail::TopK, topk_bucket(sel.k));
+        decode_on_device(token, pos, StepTail::TopK, topk_bucket(sel.k), sel);
         JLLM_CUDA_CHECK(cudaMemcpyAsync(vals, topk_vals_, static_cast<size_t>(sel.k) * sizeof(float),
                                         cudaMemcpyDeviceToHost, stream_));
         JLLM_CUDA_CHECK(cudaMemcpyAsync(ids, topk_ids_, static_cast<size_t>(sel.k) * sizeof(int32_t),
@@ -248,6 +255,11 @@ void CudaBackend::warm_up(int top_k) {
     std::vector<int32_t> ids(static_cast<size_t>(SELECT_MAX_K));
     std::vector<float> vals(static_cast<size_t>(SELECT_MAX_K));
     (void)forward_select(toks[0], n + 1, TokenSelection{1}, ids.data(), vals.data());
+    // The masked step's two graphs (the decode through the logits, the masked argmax).
+    std::vector<uint32_t> all(mask_words_, ~0u);
+    TokenSelection masked{1};
+    masked.allowed = all.data();
+    (void)forward_select(toks[0], n + 1, masked, ids.data(), vals.data());
     const int k = static_cast<int>(std::min<int64_t>({top_k, cuda::TOPK_MAX, c_.n_vocab}));
     if (k < 1) return;
     (void)forward_select(toks[0], n + 2, TokenSelection{k}, ids.data(), vals.data());

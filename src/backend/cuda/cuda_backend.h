@@ -18,7 +18,8 @@ bool cuda_device_available();
 // tensor to device memory; Mapped registers the mapped GGUF in place (cudaHostRegister) and reads
 // it zero-copy; Auto maps on integrated GPUs (Jetson: one DRAM) and copies on discrete ones. Its
 // forward_select runs the decode step as a CUDA graph ending in the on-GPU argmax (k = 1) or
-// top-k (k <= cuda::TOPK_MAX), so only the candidates cross to the host.
+// top-k (k <= cuda::TOPK_MAX), so only the candidates cross to the host; a grammar's token mask
+// rides in the same graph (copied in by its node, applied to the logits before the selection).
 std::unique_ptr<Backend> create_cuda_backend(const ModelConfig& config, const CudaOptions& options = {});
 
 }  // namespace jllm

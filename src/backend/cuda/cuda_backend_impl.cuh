@@ -55,7 +55,7 @@ struct DevKv {
 
 // What a decode step runs after its logits: nothing (the logits are copied out), the argmax, or
 // the top k.
-enum class StepTail { Logits, Argmax, TopK };
+enum class StepTail { None, Logits, Argmax, TopK };  // None: the logits stay on the device
 
 class CudaBackend final : public Backend {
 public:
@@ -122,7 +122,7 @@ private:
     // A decode step's logits to the host (after logits_split): the two copies, both streams done.
     void copy_logits(float* logits);
     // The sampling kernels after a decode step's logits (k: a topk_bucket).
-    void step_tail(StepTail tail, int k);
+    void step_tail(StepTail tail, int k, bool masked);
     // The 8-bit-activation (dp4a GEMV) path serves batches of up to GEMV_MAX_TOKENS tokens.
     bool q8_path(int n_tokens) const { return use_q8_ && n_tokens <= cuda::GEMV_MAX_TOKENS; }
 
@@ -131,9 +131,10 @@ private:
     // One decode step (token at pos, logits into logits_dev_, then the tail) by graph replay;
     // false if the graph could not be captured (then graphs stay off).
     bool decode_graph(int32_t token, int pos, StepTail tail, int k);
+    bool masked_tail_graph(StepTail tail, int k);
     // One decode step up to the logits in logits_dev_ and the tail's results (the graph when
     // usable), nothing copied back.
-    void decode_on_device(int32_t token, int pos, StepTail tail, int k);
+    void decode_on_device(int32_t token, int pos, StepTail tail, int k, const TokenSelection& sel);
     void release_graphs();
     // Enqueues what enqueue() launches on stream_ as one graph (fwd_graphs_[key]: captured now,
     // the cached executable updated in place when the shapes match, else instantiated anew), or
@@ -218,9 +219,17 @@ private:
     // (copied from the pinned step_host_ by the graph's first node).
     int32_t* step_dev_ = nullptr;   // [2] token, position
     int32_t* step_host_ = nullptr;  // [2] pinned
+    // A decode step's token mask (TokenSelection::allowed): copied into the pinned mask_host_ by
+    // forward_select, to mask_dev_ by the graph's node, applied to the logits before the tail.
+    uint32_t* mask_dev_ = nullptr;   // [mask_words_]
+    uint32_t* mask_host_ = nullptr;  // [mask_words_] pinned
+    size_t mask_words_ = 0;
     // One graph per attention split count (graph_splits): a step runs the splits its position
     // needs (rounded up to a power of two), not those of the whole context.
     std::map<std::tuple<int, StepTail, int>, cudaGraphExec_t> decode_graphs_;  // (splits, tail, k)
+    // A masked step is two graphs: the decode through the logits (tail None), then, once the host
+    // has the mask, this tail: the mask's copy, the mask, the selection.
+    std::map<std::pair<StepTail, int>, cudaGraphExec_t> masked_tails_;  // (tail, k)
     int capture_splits_ = 0;  // the split count of the decode graph being captured (0: none)
     // Executables of the other forwards (captured per call, updated in place when the call's
     // graph has the same shape): one per layer (the last per logits mode), one for the logits

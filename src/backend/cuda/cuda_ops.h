@@ -341,6 +341,11 @@ size_t argmax_work_bytes();
 void launch_argmax(const float* x, int64_t n, void* work, int32_t* out, void* stream);
 int32_t argmax_ref(const float* x, int64_t n);
 
+// ---- token mask: x[i] = -inf for every i whose bit (bit i % 32 of word i / 32) is clear ----
+// Before argmax / top-k, a grammar's mask makes them select among the allowed tokens.
+void launch_apply_token_mask(float* x, int64_t n, const uint32_t* mask, void* stream);
+void apply_token_mask_ref(float* x, int64_t n, const uint32_t* mask);
+
 // ---- top-k: the k largest of x[n], best first (ties to the lower index; NaN counts as -inf) ----
 // Rounds over slices of 8,192 values, a block each, keeping each slice's k best, until one block
 // holds every candidate (two rounds for 151,936 values): a block finds its k-th largest value by

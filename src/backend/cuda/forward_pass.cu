@@ -281,7 +281,13 @@ void CudaBackend::copy_logits(float* logits) {
     if (head > 0) JLLM_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
 }
 
-void CudaBackend::step_tail(StepTail tail, int k) {
+void CudaBackend::step_tail(StepTail tail, int k, bool masked) {
+    if (masked) {
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(mask_dev_, mask_host_, mask_words_ * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                        stream_));
+        cuda::launch_apply_token_mask(logits_dev_, c_.n_vocab, mask_dev_, stream_);
+        step("token mask");
+    }
     if (tail == StepTail::Argmax) {
         cuda::launch_argmax(logits_dev_, c_.n_vocab, argmax_work_, argmax_dev_, stream_);
         step("argmax");

@@ -6,6 +6,7 @@
 // process once kernels had been launched outside a graph (docs/gpu_speed_notes.md), so no kernel
 // is launched outside one.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.cuh"
@@ -35,6 +36,8 @@ bool CudaBackend::graph_usable() const {
 void CudaBackend::release_graphs() {
     for (auto& g : decode_graphs_) (void)cudaGraphExecDestroy(g.second);
     decode_graphs_.clear();
+    for (auto& g : masked_tails_) (void)cudaGraphExecDestroy(g.second);
+    masked_tails_.clear();
     for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second.exec);
     fwd_graphs_.clear();
 }
@@ -56,7 +59,7 @@ bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
             final_norm(0, 1);
             if (tail == StepTail::Logits) logits_split();
             else logits_rows(0, 1);
-            step_tail(tail, k);
+            step_tail(tail, k, false);
         });
         capture_splits_ = 0;
         if (graph == nullptr) return false;
@@ -164,14 +167,38 @@ uint64_t CudaBackend::graph_shape(cudaGraph_t graph) {
     return h;
 }
 
-void CudaBackend::decode_on_device(int32_t token, int pos, StepTail tail, int k) {
-    if (graph_usable() && decode_graph(token, pos, tail, k)) return;
-    step("start");
-    JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
-    run_layers(&token, tokens_dev_, 1, pos, nullptr);
-    final_norm(0, 1);
-    logits_rows(0, 1);
-    step_tail(tail, k);
+bool CudaBackend::masked_tail_graph(StepTail tail, int k) {
+    const auto key = std::make_pair(tail, tail == StepTail::TopK ? k : 0);
+    auto it = masked_tails_.find(key);
+    if (it == masked_tails_.end()) {
+        cudaGraph_t graph = capture("masked tail", [&] { step_tail(tail, k, true); });
+        if (graph == nullptr) return false;
+        cudaGraphExec_t exec = instantiate(graph, "masked tail");
+        (void)cudaGraphDestroy(graph);
+        if (exec == nullptr) return false;
+        it = masked_tails_.emplace(key, exec).first;
+    }
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    return true;
+}
+
+void CudaBackend::decode_on_device(int32_t token, int pos, StepTail tail, int k, const TokenSelection& sel) {
+    const bool maybe_masked = sel.allowed != nullptr || sel.mask_fn != nullptr;
+    if (!maybe_masked && graph_usable() && decode_graph(token, pos, tail, k)) return;
+    // The decode through the logits (one graph when it may be masked, so the GPU runs while the
+    // host computes the mask), then the tail.
+    if (!(maybe_masked && graph_usable() && decode_graph(token, pos, StepTail::None, 0))) {
+        step("start");
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(tokens_dev_, &token, sizeof token, cudaMemcpyHostToDevice, stream_));
+        run_layers(&token, tokens_dev_, 1, pos, nullptr);
+        final_norm(0, 1);
+        logits_rows(0, 1);
+    }
+    // The previous step has completed (forward_select synchronizes), so the pinned words are free.
+    const uint32_t* mask = maybe_masked ? sel.mask_now() : nullptr;
+    if (mask != nullptr) std::memcpy(mask_host_, mask, mask_words_ * sizeof(uint32_t));
+    if (mask != nullptr && graph_usable() && masked_tail_graph(tail, k)) return;
+    step_tail(tail, k, mask != nullptr);
 }
 
 }  // namespace jllm

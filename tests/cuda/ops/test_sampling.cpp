@@ -1,6 +1,7 @@
 // tests/cuda/ops/test_sampling.cpp — the GPU samplers' selections: argmax (the first maximum,
-// across blocks, NaN never winning) against argmax_ref, and top-k (radix selection) against
-// topk_ref on ties, NaN, -inf, signed zeros, one-ulp bands and unaligned inputs.
+// across blocks, NaN never winning) against argmax_ref, top-k (radix selection) against
+// topk_ref on ties, NaN, -inf, signed zeros, one-ulp bands and unaligned inputs, and a grammar's
+// token mask applied before both against the host's masked selection (select_top_k).
 #include <gtest/gtest.h>
 
 #if JLLM_CUDA
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/select.h"
 #include "op_test_util.h"
 
 namespace jllm::test {
@@ -20,7 +22,8 @@ namespace {
 
 // ---- error bounds
 // argmax: exact, the first maximum. Top-k: bit for bit, values and indices (ties to the lower
-// index, NaN as -inf).
+// index, NaN as -inf). Token mask: exact (-inf where the bit is clear, the value untouched
+// elsewhere), and the selections after it equal select_top_k with the same mask.
 
 TEST(CudaOps, ArgmaxFirstMaximum) {
     JLLM_REQUIRE_CUDA_DEVICE();
@@ -114,6 +117,56 @@ TEST(CudaOps, TopKSortedWithTies) {
         for (int i = 0; i < k; ++i) {
             ASSERT_EQ(gi[static_cast<size_t>(i)], ri[static_cast<size_t>(i)]) << i;
             ASSERT_EQ(gv[static_cast<size_t>(i)], rv[static_cast<size_t>(i)]) << i;
+        }
+    }
+}
+
+// Masks as grammars make them: one token allowed, a sparse set (a JSON value's start), half the
+// vocabulary, all of it; the vocabulary not a multiple of 32 (a partial last word).
+TEST(CudaOps, TokenMaskBeforeArgmaxAndTopK) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(77);
+    DevBuf<uint8_t> work(cuda::argmax_work_bytes());
+    work.poison(0);
+    for (int64_t n : {37, 1000, 151936}) {
+        for (double density : {0.0, 0.01, 0.5, 1.0}) {
+            SCOPED_TRACE(::testing::Message() << "n " << n << " density " << density);
+            const size_t words = static_cast<size_t>((n + 31) / 32);
+            std::vector<uint32_t> mask(words, 0u);
+            std::bernoulli_distribution keep(density);
+            for (int64_t i = 0; i < n; ++i) {
+                if (keep(rng)) mask[static_cast<size_t>(i >> 5)] |= 1u << (i & 31);
+            }
+            const int64_t one = n / 2;  // density 0: exactly one allowed token
+            if (density == 0.0) mask[static_cast<size_t>(one >> 5)] |= 1u << (one & 31);
+            const std::vector<float> x = randn(static_cast<size_t>(n), rng);
+            std::vector<float> ref = x;
+            cuda::apply_token_mask_ref(ref.data(), n, mask.data());
+            DevBuf<float> dx(x);
+            DevBuf<uint32_t> dm(mask);
+            cuda::launch_apply_token_mask(dx.get(), n, dm.get(), nullptr);
+            const std::vector<float> got = dx.download();
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], ref[static_cast<size_t>(i)]) << i;
+
+            const int k = static_cast<int>(std::min<int64_t>(40, n));
+            std::vector<float> rv(static_cast<size_t>(k));
+            std::vector<int32_t> ri(static_cast<size_t>(k));
+            select_top_k(x.data(), n, k, mask.data(), ri.data(), rv.data());  // the host's masked selection
+            DevBuf<int32_t> out(1);
+            cuda::launch_argmax(dx.get(), n, work.get(), out.get(), nullptr);
+            EXPECT_EQ(out.download()[0], ri[0]);
+            if (density == 0.0) {
+                EXPECT_EQ(ri[0], one);
+            }
+            DevBuf<float> tw(cuda::topk_work_floats(n, k)), dv(static_cast<size_t>(k));
+            DevBuf<int32_t> di(static_cast<size_t>(k));
+            cuda::launch_topk(dx.get(), n, k, tw.get(), dv.get(), di.get(), nullptr);
+            const std::vector<float> gv = dv.download();
+            const std::vector<int32_t> gi = di.download();
+            for (int i = 0; i < k; ++i) {
+                ASSERT_EQ(gi[static_cast<size_t>(i)], ri[static_cast<size_t>(i)]) << i;
+                ASSERT_EQ(gv[static_cast<size_t>(i)], rv[static_cast<size_t>(i)]) << i;
+            }
         }
     }
 }
