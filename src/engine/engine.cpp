@@ -547,13 +547,17 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 break;
             }
             const int32_t pos = static_cast<int32_t>(m.resident.size());
-            allowed = con ? con->mask() : nullptr;
-            sel.allowed = allowed;
+            // The next mask is computed while the backend runs the step (TokenSelection::mask_fn).
+            if (con) {
+                sel.mask_fn = [](void* c) { return static_cast<OutputConstrainer*>(c)->mask(); };
+                sel.mask_ctx = con.get();
+            }
             if (sel.k > 0 && m.backend->forward_select(id, pos, sel, cand_ids.data(), cand_vals.data())) {
                 n_cands = sel.k;
             } else {
                 n_cands = 0;
                 m.backend->forward(&id, 1, pos, LogitsMode::Last, m.logits.data());
+                allowed = con ? con->mask() : nullptr;
             }
             m.resident.push_back(id);
         }
