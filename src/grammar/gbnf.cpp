@@ -218,30 +218,14 @@ private:
                 default: i_ -= 2; fail(std::string("unknown escape '\\") + e + "'");
             }
         }
-        int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (len == 0 || i_ + static_cast<size_t>(len) > s_.size()) fail("invalid UTF-8");
-        uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-        for (int k = 1; k < len; ++k) {
-            const unsigned char b = static_cast<unsigned char>(s_[i_ + static_cast<size_t>(k)]);
-            if ((b & 0xC0) != 0x80) fail("invalid UTF-8");
-            cp = (cp << 6) | (b & 0x3F);
-        }
-        i_ += static_cast<size_t>(len);
+        uint32_t cp = 0;
+        if (!next_code_point(s_, i_, cp)) fail("invalid UTF-8");
         return cp;
     }
 
     uint32_t parse_hex(int digits) {
         uint32_t v = 0;
-        for (int k = 0; k < digits; ++k) {
-            const char h = peek();
-            int d = -1;
-            if (h >= '0' && h <= '9') d = h - '0';
-            else if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-            if (d < 0) fail(strfmt("expected %d hex digits", digits));
-            v = v * 16 + static_cast<uint32_t>(d);
-            ++i_;
-        }
+        if (!parse_hex_digits(s_, i_, digits, v)) fail(strfmt("expected %d hex digits", digits));
         if (v > MAX_CODE_POINT) fail("code point out of range");
         return v;
     }

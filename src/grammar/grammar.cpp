@@ -1,11 +1,34 @@
 // grammar/grammar.cpp — character sets and the grammar's structural checks (grammar.h).
 #include "grammar/grammar.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 
 #include "core/error.h"
 
 namespace jllm {
+
+bool next_code_point(std::string_view s, size_t& i, uint32_t& cp) {
+    utf8proc_int32_t c = -1;
+    const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                                static_cast<utf8proc_ssize_t>(s.size() - i), &c);
+    if (n <= 0 || c < 0) return false;
+    cp = static_cast<uint32_t>(c);
+    i += static_cast<size_t>(n);
+    return true;
+}
+
+bool parse_hex_digits(std::string_view s, size_t& i, int digits, uint32_t& value) {
+    value = 0;
+    for (int k = 0; k < digits; ++k, ++i) {
+        const char h = i < s.size() ? s[i] : '\0';
+        const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (d < 0) return false;
+        value = value * 16 + static_cast<uint32_t>(d);
+    }
+    return true;
+}
 
 bool CharSet::contains(uint32_t cp) const {
     // Ranges are sorted: the first range ending at or after cp decides.

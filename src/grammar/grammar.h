@@ -7,12 +7,20 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace jllm {
 
 constexpr uint32_t MAX_CODE_POINT = 0x10FFFF;
+
+// The grammar sources' text (GBNF, regex patterns): the code point at s[i], i advanced past it;
+// false (i unchanged) where s holds no valid UTF-8 there.
+bool next_code_point(std::string_view s, size_t& i, uint32_t& cp);
+// The value of the hex digits s[i .. i + digits), i advanced past them; false (i at the first
+// non-digit) where there are fewer.
+bool parse_hex_digits(std::string_view s, size_t& i, int digits, uint32_t& value);
 
 // A set of code points as sorted, disjoint, non-adjacent inclusive ranges.
 struct CharSet {

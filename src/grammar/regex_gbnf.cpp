@@ -168,23 +168,14 @@ private:
     }
 
     uint32_t utf8_char() {
-        const unsigned char c = static_cast<unsigned char>(s_[i_]);
-        const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (len == 0 || i_ + static_cast<size_t>(len) > s_.size()) fail("invalid UTF-8");
-        uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-        for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s_[i_ + static_cast<size_t>(k)]) & 0x3F);
-        i_ += static_cast<size_t>(len);
+        uint32_t cp = 0;
+        if (!next_code_point(s_, i_, cp)) fail("invalid UTF-8");
         return cp;
     }
 
     uint32_t hex(int digits) {
         uint32_t v = 0;
-        for (int k = 0; k < digits; ++k) {
-            const char h = peek();
-            if (!std::isxdigit(static_cast<unsigned char>(h))) fail("expected hex digits");
-            v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
-            ++i_;
-        }
+        if (!parse_hex_digits(s_, i_, digits, v)) fail("expected hex digits");
         return v;
     }
 

@@ -130,6 +130,28 @@ inline GenerateRequest constrained_request(Engine& e, bool thinking, uint64_t se
     return req;
 }
 
+// tool_choice required, one call: the run, its single call checked against the schema.
+inline ConstrainedRun one_required_call(Engine& e, bool thinking, uint64_t seed, const std::string& prefix,
+                                        std::vector<std::pair<int32_t, float>> bias = {}) {
+    GenerateRequest req = constrained_request(e, thinking, seed);
+    req.split_thinking = thinking;
+    req.thinking_may_open = thinking;
+    req.tools.choice = ToolChoice::Required;
+    req.tools.parallel = false;
+    req.sampling.logit_bias = std::move(bias);
+    req.assistant_prefix = prefix;
+    req.prompt += prefix;
+    ConstrainedRun run = constrained_generate(e, req);
+    EXPECT_EQ(run.result.finish, FinishReason::ToolCalls) << run.result.error;
+    EXPECT_EQ(run.result.tool_calls.size(), 1u);
+    if (run.result.tool_calls.size() == 1) {
+        std::string why;
+        EXPECT_TRUE(constrained_args_fit(run.result.tool_calls[0].name, run.result.tool_calls[0].arguments, why))
+            << run.result.tool_calls[0].arguments << ": " << why;
+    }
+    return run;
+}
+
 inline void check_constrained_generation(DeviceKind device) {
     Engine e;
     EngineConfig cfg;
@@ -174,50 +196,20 @@ inline void check_constrained_generation(DeviceKind device) {
     ASSERT_EQ(close.size(), 1u);
     for (uint64_t seed = 1; seed <= 3; ++seed) {
         SCOPED_TRACE(testing::Message() << "thinking, seed " << seed);
-        GenerateRequest req = constrained_request(e, true, seed);
-        req.split_thinking = true;
-        req.thinking_may_open = true;
-        req.tools.choice = ToolChoice::Required;
-        req.tools.parallel = false;
-        req.sampling.logit_bias = {{open[0], 30.0f}, {close[0], 30.0f}};
-        const ConstrainedRun run = constrained_generate(e, req);
-        ASSERT_EQ(run.result.finish, FinishReason::ToolCalls) << run.result.error;
-        ASSERT_EQ(run.result.tool_calls.size(), 1u);
-        std::string why;
-        EXPECT_TRUE(constrained_args_fit(run.result.tool_calls[0].name, run.result.tool_calls[0].arguments, why)) << why;
+        const ConstrainedRun run = one_required_call(e, true, seed, "", {{open[0], 30.0f}, {close[0], 30.0f}});
         EXPECT_GT(run.result.stats.reasoning_tokens, 0);
     }
     // The same with the reasoning given as the assistant prefix.
-    {
-        GenerateRequest req = constrained_request(e, true, 5);
-        req.split_thinking = true;
-        req.thinking_may_open = true;
-        req.tools.choice = ToolChoice::Required;
-        req.tools.parallel = false;
-        req.assistant_prefix = "<think>\nThe kitchen light: light_set.\n</think>\n\n";
-        req.prompt += req.assistant_prefix;
-        const ConstrainedRun run = constrained_generate(e, req);
-        ASSERT_EQ(run.result.finish, FinishReason::ToolCalls) << run.result.error;
-        ASSERT_EQ(run.result.tool_calls.size(), 1u);
-        std::string why;
-        EXPECT_TRUE(constrained_args_fit(run.result.tool_calls[0].name, run.result.tool_calls[0].arguments, why)) << why;
-    }
+    one_required_call(e, true, 5, "<think>\nThe kitchen light: light_set.\n</think>\n\n");
 
     // A prefix that opened the call: the rest completes it under the named function's schema.
     {
-        GenerateRequest req = constrained_request(e, false, 9);
-        req.tools.choice = ToolChoice::Required;
-        req.tools.parallel = false;
-        req.assistant_prefix = "<tool_call>\n{\"name\": \"light_set\", \"arguments\": {\"entity_id\": \"light.porch\"";
-        req.prompt += req.assistant_prefix;
-        const ConstrainedRun run = constrained_generate(e, req);
-        ASSERT_EQ(run.result.finish, FinishReason::ToolCalls) << run.result.error;
+        const ConstrainedRun run = one_required_call(
+            e, false, 9, "<tool_call>\n{\"name\": \"light_set\", \"arguments\": {\"entity_id\": \"light.porch\"");
         ASSERT_EQ(run.result.tool_calls.size(), 1u);
         const ToolCall& c = run.result.tool_calls[0];
         EXPECT_EQ(c.name, "light_set");
         EXPECT_EQ(c.arguments.rfind("{\"entity_id\": \"light.porch\"", 0), 0u) << c.arguments;
-        std::string why;
-        EXPECT_TRUE(constrained_args_fit(c.name, c.arguments, why)) << c.arguments << ": " << why;
         ASSERT_EQ(run.streamed.size(), 1u);  // the prefix's part of the call is streamed too
         EXPECT_EQ(run.streamed[0].arguments, c.arguments);
     }

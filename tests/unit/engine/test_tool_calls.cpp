@@ -209,38 +209,30 @@ TEST(ToolCallStream, CallCutShortIsLeftOut) {
     EXPECT_TRUE(r.content.empty());
 }
 
-TEST(ToolCallStream, Llama31WholeAnswerIsTheCall) {
-    const std::string text = "{\"name\": \"light_turn_on\", \"parameters\": {\"entity_id\": \"light.hall\", \"brightness\": 10}}";
+// `text` at every split is one call of `name` with `args`, nothing in the content.
+void expect_one_call_at_every_split(ToolFormat f, const std::string& text, const std::string& name,
+                                    const std::string& args) {
     for (size_t step = 1; step <= text.size(); ++step) {
-        const Streamed r = stream(ToolFormat::Llama31, text, step);
+        const Streamed r = stream(f, text, step);
         ASSERT_EQ(r.calls.size(), 1u) << step;
-        EXPECT_EQ(r.calls[0].arguments, "{\"entity_id\": \"light.hall\", \"brightness\": 10}");
+        EXPECT_EQ(r.calls[0].name, name);
+        EXPECT_EQ(r.calls[0].arguments, args);
         ASSERT_EQ(r.args.size(), 1u);
-        EXPECT_EQ(r.args[0], r.calls[0].arguments) << step;
-        EXPECT_TRUE(r.content.empty());
+        EXPECT_EQ(r.args[0], args) << step;  // the streamed pieces are the arguments
+        EXPECT_TRUE(r.content.empty()) << step;
     }
 }
 
+TEST(ToolCallStream, Llama31WholeAnswerIsTheCall) {
+    expect_one_call_at_every_split(
+        ToolFormat::Llama31, "{\"name\": \"light_turn_on\", \"parameters\": {\"entity_id\": \"light.hall\", \"brightness\": 10}}",
+        "light_turn_on", "{\"entity_id\": \"light.hall\", \"brightness\": 10}");
+}
+
 TEST(ToolCallStream, HermesBareOrFencedCallOpeningTheAnswer) {
-    const std::string text = "\n " + BARE;
-    for (size_t step = 1; step <= text.size(); ++step) {
-        const Streamed r = stream(ToolFormat::Hermes, text, step);
-        ASSERT_EQ(r.calls.size(), 1u) << step;
-        EXPECT_EQ(r.calls[0].name, "light_turn_on");
-        EXPECT_EQ(r.calls[0].arguments, "{\"entity_id\": \"light.hall\"}");
-        ASSERT_EQ(r.args.size(), 1u);
-        EXPECT_EQ(r.args[0], r.calls[0].arguments) << step;
-        EXPECT_TRUE(r.content.empty()) << step;
-    }
-    const std::string fenced = "```json\n" + BARE + "\n```";
-    for (size_t step = 1; step <= fenced.size(); ++step) {
-        const Streamed r = stream(ToolFormat::Hermes, fenced, step);
-        ASSERT_EQ(r.calls.size(), 1u) << step;
-        EXPECT_EQ(r.calls[0].arguments, "{\"entity_id\": \"light.hall\"}");
-        ASSERT_EQ(r.args.size(), 1u);
-        EXPECT_EQ(r.args[0], r.calls[0].arguments) << step;
-        EXPECT_TRUE(r.content.empty()) << step;
-    }
+    const std::string args = "{\"entity_id\": \"light.hall\"}";
+    expect_one_call_at_every_split(ToolFormat::Hermes, "\n " + BARE, "light_turn_on", args);
+    expect_one_call_at_every_split(ToolFormat::Hermes, "```json\n" + BARE + "\n```", "light_turn_on", args);
     EXPECT_EQ(stream(ToolFormat::Hermes, "```json\n[1]\n```", 2).content, "```json\n[1]\n```");
     // Later in the answer the same text is content.
     const Streamed r = stream(ToolFormat::Hermes, "Like this: " + BARE, 4);
