@@ -154,6 +154,9 @@ struct GenerateStats {
     double prefill_ms = 0, prefill_tps = 0;
     double decode_ms = 0, decode_tps = 0;
     double ttft_ms = 0;          // request start to first generated token
+    // Host time spent computing the output constraint's token masks (on a device backend the
+    // decode steps' masks are computed while the device runs the step), and the longest of them.
+    double mask_ms = 0, mask_max_ms = 0;
     int64_t peak_memory_bytes = 0;
     float peak_temperature_c = -1.0f;  // < 0: unknown
     int oom_events = 0;

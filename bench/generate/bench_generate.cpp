@@ -2,7 +2,8 @@
 // generation. For each mode (none, json_object, a JSON Schema, tool calls with tool_choice
 // required) it runs the same chat prompts through Engine::generate, greedy or sampled, and
 // reports the median decode rate (GenerateStats::decode_tps, tokens after the first per second)
-// and its ratio to the unconstrained rate of the same run. The constrained steps take the same
+// and its ratio to the unconstrained rate of the same run, with the host time the masks took
+// (GenerateStats::mask_ms per token; on CUDA computed while the GPU runs the step). The constrained steps take the same
 // path as unconstrained ones (Backend::forward_select with the grammar's mask).
 //   jllm-bench-generate -m FILE [--device auto|cpu|cuda] [-n 128] [-r 3] [-t N] [--sampling greedy|topk]
 #include <CLI/CLI.hpp>
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
     // Rounds over every mode in turn, so a drift of the machine's speed reaches all modes alike;
     // the first round warms up (the trie, masks, graphs) and is not counted.
     const size_t n_modes = std::size(modes);
-    std::vector<std::vector<double>> tps(n_modes), toks(n_modes);
+    std::vector<std::vector<double>> tps(n_modes), toks(n_modes), mask_us(n_modes), mask_max(n_modes);
     for (int r = 0; r < reps + 1; ++r) {
         for (size_t mi_ = 0; mi_ < n_modes; ++mi_) {
             const Mode& md = modes[mi_];
@@ -129,11 +130,14 @@ int main(int argc, char** argv) {
                 if (r == 0 || res.stats.completion_tokens < 8) continue;  // warm-up, or too short to time
                 tps[mi_].push_back(res.stats.decode_tps);
                 toks[mi_].push_back(res.stats.completion_tokens);
+                mask_us[mi_].push_back(1000.0 * res.stats.mask_ms / res.stats.completion_tokens);
+                mask_max[mi_].push_back(res.stats.mask_max_ms);
             }
         }
     }
     const double base = median(tps[0]);
-    std::printf("\n| mode | decode tok/s (median) | min .. max | tokens (median) | vs none |\n|---|---|---|---|---|\n");
+    std::printf("\n| mode | decode tok/s (median) | min .. max | tokens (median) | vs none | mask us/token (median) | "
+                "longest mask ms |\n|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < n_modes; ++i) {
         if (modes[i].tools && !can_tools) {
             std::printf("| %s | (the model has no tool-call format) | | | |\n", modes[i].name);
@@ -144,9 +148,10 @@ int main(int argc, char** argv) {
             continue;
         }
         const double m = median(tps[i]);
-        std::printf("| %s | %.1f | %.1f .. %.1f | %.0f | %.0f%% |\n", modes[i].name, m,
+        std::printf("| %s | %.1f | %.1f .. %.1f | %.0f | %.0f%% | %.1f | %.2f |\n", modes[i].name, m,
                     *std::min_element(tps[i].begin(), tps[i].end()), *std::max_element(tps[i].begin(), tps[i].end()),
-                    median(toks[i]), base > 0 ? 100.0 * m / base : 0.0);
+                    median(toks[i]), base > 0 ? 100.0 * m / base : 0.0, median(mask_us[i]),
+                    *std::max_element(mask_max[i].begin(), mask_max[i].end()));
     }
     return 0;
 }

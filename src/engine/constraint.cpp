@@ -1,6 +1,9 @@
 // engine/constraint.cpp — see constraint.h.
 #include "engine/constraint.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "core/error.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
@@ -49,6 +52,15 @@ OutputConstrainer::OutputConstrainer(const OutputConstraint& c, std::shared_ptr<
 }
 
 const uint32_t* OutputConstrainer::mask() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint32_t* m = compute_mask();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    mask_ms_ += ms;
+    mask_max_ms_ = std::max(mask_max_ms_, ms);
+    return m;
+}
+
+const uint32_t* OutputConstrainer::compute_mask() {
     if (!active_) return nullptr;
     const uint32_t* m = matcher_.mask();
     if (!at_output_start_ || think_token_ < 0) return m;

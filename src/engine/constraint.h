@@ -27,6 +27,9 @@ public:
 
     // The tokens allowed at this step, or null while the constraint does not apply yet.
     const uint32_t* mask();
+    // Time spent in mask() so far, and its longest call.
+    double mask_ms() const { return mask_ms_; }
+    double mask_max_ms() const { return mask_max_ms_; }
     // The output grew by `token` (raw bytes `piece`). Throws JllmError when the grammar refuses it
     // (a token outside the mask) or a trigger's text does not start a sentence of the grammar.
     void push(int32_t token, std::string_view piece);
@@ -47,6 +50,8 @@ private:
     int32_t think_token_;
     bool at_output_start_ = true;    // nothing generated yet (the reasoning block may still open)
     std::vector<uint32_t> first_mask_;  // the grammar's first mask with think_token_ allowed
+    double mask_ms_ = 0, mask_max_ms_ = 0;
+    const uint32_t* compute_mask();
     bool active_ = false;
     std::string pending_;  // output not yet matched while inactive (a trigger's start may be in it)
     void advance_inactive(std::string_view text);

@@ -575,6 +575,10 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         splitter.push(safe, parts);
         splitter.flush(parts);
         deliver(-1, 0.0f, true);
+        if (con) {
+            st.mask_ms = con->mask_ms();
+            st.mask_max_ms = con->mask_max_ms();
+        }
         if (calls) {
             res.tool_calls = calls->calls();
             if (res.finish == FinishReason::Stop && !res.tool_calls.empty()) res.finish = FinishReason::ToolCalls;
