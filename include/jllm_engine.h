@@ -33,6 +33,11 @@ struct EngineConfig {
     float thermal_pace_c = 85.0f;  // decode is paced above this temperature
     float thermal_stop_c = 0.0f;   // generation stops at this temperature; 0 = the critical trip
     std::string chat_template = "auto";  // auto|chatml|qwen3|llama3
+    // Sessions (docs/sessions.md): KV snapshots of earlier sequences kept in host RAM, in the
+    // memory budget: -1 half of what the pools leave (at most 1 GiB, none below 64 MiB), 0 off.
+    int cache_ram_mb = -1;
+    std::string kv_dir;            // persistent snapshots (one file per session); empty: none
+    int kv_dir_max_mb = 4096;      // the folder's files at most (least recently used removed first)
 };
 
 struct Status {
@@ -141,14 +146,38 @@ struct GenerateRequest {
     // ChatRenderOptions::continue_final_message): the constraint and the tool-call parser take
     // it as output already generated; it is not repeated in the result's text.
     std::string assistant_prefix;
+    // The conversation this request continues: its snapshot is found first, and this
+    // generation's sequence is stored under it (Engine::checkpoint). Empty: found by prefix only.
+    std::string session_id;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error, ToolCalls };
+
+// Where a request's reused prompt tokens came from: none, the resident sequence, a snapshot in
+// host RAM, or a snapshot file (read on this request).
+enum class CacheSource { None, Resident, Ram, Disk };
+const char* cache_source_name(CacheSource s);  // "none", "resident", "ram", "disk"
+
+// The session cache's state and counters (Engine::session_stats, the server's /metrics).
+struct SessionCacheStats {
+    int64_t ram_entries = 0, ram_bytes = 0, ram_budget = 0;
+    uint64_t hits_resident = 0, hits_ram = 0, hits_disk = 0, misses = 0;  // requests by source
+    uint64_t bytes_restored = 0;   // copied into the KV cache from snapshots
+    uint64_t ram_evictions = 0;
+    uint64_t snapshots = 0, bytes_snapshotted = 0;  // taken from the KV cache
+    bool disk_enabled = false;
+    int64_t disk_entries = 0, disk_bytes = 0, disk_budget = 0;
+    uint64_t disk_written = 0, disk_bytes_written = 0, disk_loaded = 0, disk_bytes_loaded = 0;
+    uint64_t disk_evictions = 0, disk_rejected = 0, disk_write_errors = 0;
+};
 const char* finish_reason_name(FinishReason r);
 
 struct GenerateStats {
     int prompt_tokens = 0;
-    int reused_tokens = 0;       // prompt tokens reused from the resident prefix (not prefilled)
+    int reused_tokens = 0;       // prompt tokens reused (not prefilled), from `cache_source`
+    CacheSource cache_source = CacheSource::None;
+    int restored_tokens = 0;     // of those, copied in from a snapshot (the rest were resident)
+    double restore_ms = 0;       // reading the snapshot (disk) and copying it into the KV cache
     int completion_tokens = 0;
     int reasoning_tokens = 0;
     double prefill_ms = 0, prefill_tps = 0;
@@ -229,6 +258,17 @@ public:
     LiveStats live_stats() const;        // any thread: clocks, temperatures, rails, memory now
     const std::vector<int32_t>& resident_tokens() const;  // the cached sequence (prefix reuse)
     void clear_cache();             // forget the resident sequence
+
+    // Sessions (docs/sessions.md). checkpoint(): stores the last generation's sequence as a
+    // snapshot (RAM, and the KV folder's write queue; the write happens on a background thread).
+    // Call it after the answer went out; the next generate() takes it itself before it replaces
+    // the sequence. Not concurrently with generate().
+    void checkpoint();
+    SessionCacheStats session_stats() const;  // any thread
+    // The resident sequence to / from a named snapshot file (llama-server's slot save/restore).
+    // `n_tokens` and `bytes` report what was written or restored. Not concurrently with generate().
+    Status save_sequence(const std::string& path, int* n_tokens, int64_t* bytes);
+    Status restore_sequence(const std::string& path, int* n_tokens, int64_t* bytes);
 
     struct Impl;
 

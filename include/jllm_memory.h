@@ -13,7 +13,7 @@ namespace jllm {
 constexpr int64_t MIB = 1024 * 1024;
 
 // The budget as printed at load and served by /health. All sizes in bytes. The rows add up:
-// total = os_and_others + runtime + model + kv + scratch + margin + free.
+// total = os_and_others + runtime + model + kv + scratch + sessions + margin + free.
 struct MemoryReport {
     bool known = false;          // /proc/meminfo was readable; otherwise only our own rows are real
     bool unified = true;
@@ -26,6 +26,7 @@ struct MemoryReport {
     bool model_mapped = true;
     int64_t kv = 0;              // KV cache pool
     int64_t scratch = 0;         // activation / scratch pool
+    int64_t sessions = 0;        // session snapshots in host RAM, at most (--cache-ram)
     int64_t margin = 0;          // --mem-margin
     int64_t free = 0;            // what is left (may be negative only if the report is of a refusal)
     int64_t cap = 0;             // --max-memory, 0 = none
@@ -43,7 +44,7 @@ struct MemoryReport {
     double oom_check_interval_ms = 0;
     double oom_read_us = 0;          // measured cost of one MemAvailable read
 
-    int64_t ours() const { return runtime + model + kv + scratch; }
+    int64_t ours() const { return runtime + model + kv + scratch + sessions; }
     std::string table() const;       // the load-time table, one row per line
 };
 

@@ -40,6 +40,7 @@ struct CliOptions {
     std::string grammar_file;      // --grammar: GBNF the output must follow
     std::string json_schema_file;  // --json-schema: a JSON Schema the output must follow
     bool json = false;             // --json: the output is a JSON object
+    std::string session;           // --session: the snapshot name in --kv-dir
     bool verbose = false;
     bool version = false;
 };
@@ -80,8 +81,10 @@ std::string read_text_file(const std::string& path) {
 void print_stats(const jllm::GenerateResult& r) {
     const jllm::GenerateStats& s = r.stats;
     if (s.reused_tokens > 0) {
-        std::fprintf(stderr, "[engine] Reused: %d of %d prompt tokens from the cache\n", s.reused_tokens,
-                     s.prompt_tokens);
+        std::fprintf(stderr, "[engine] Reused: %d of %d prompt tokens from the cache (%s", s.reused_tokens,
+                     s.prompt_tokens, jllm::cache_source_name(s.cache_source));
+        if (s.restored_tokens > 0) std::fprintf(stderr, ", %d restored in %.1f ms", s.restored_tokens, s.restore_ms);
+        std::fprintf(stderr, ")\n");
     }
     std::fprintf(stderr, "[engine] Prefill: %d tokens in %.1f ms (%.1f tok/s)\n", s.prompt_tokens - s.reused_tokens,
                  s.prefill_ms, s.prefill_tps);
@@ -203,6 +206,7 @@ int run_generate(const CliOptions& o) {
     base.stop = o.stop;
     base.max_tokens = o.engine.n_predict;
     base.split_thinking = true;
+    base.session_id = o.session;
 
     std::vector<jllm::ChatMessage> history;
     if (!o.system.empty()) history.push_back(jllm::ChatMessage{"system", o.system, "", {}, "", ""});
@@ -245,6 +249,7 @@ int run_generate(const CliOptions& o) {
         jllm::GenerateResult r = stream_generate(engine, req);
         print_stats(r);
         if (r.finish == jllm::FinishReason::Error) fail(r.error);
+        engine.checkpoint();  // with --kv-dir: written before the engine closes
         return 0;
     }
 
@@ -261,6 +266,7 @@ int run_generate(const CliOptions& o) {
         jllm::GenerateRequest req = make_request(line);
         jllm::GenerateResult r = stream_generate(engine, req);
         print_stats(r);
+        engine.checkpoint();
         if (r.finish == jllm::FinishReason::Error) {
             std::fprintf(stderr, "jetson-llm: error: %s\n", r.error.c_str());
             history.pop_back();
@@ -305,6 +311,8 @@ int main(int argc, char** argv) {
     auto* json = app.add_flag("--json", o.json, "The output is a JSON object");
     gram->excludes(schema)->excludes(json);
     schema->excludes(json);
+    app.add_option("--session", o.session,
+                   "Session name: its snapshot in --kv-dir is found first, and this run's is stored under it");
     app.add_flag("-v,--verbose", o.verbose, "More output (--info: every metadata key and tensor)");
     app.add_flag("--version", o.version, "Print the version and exit");
 
@@ -337,6 +345,10 @@ int main(int argc, char** argv) {
             return 2;
         }
         if (o.info) return run_info(o);
+        if (!o.session.empty() && o.engine.config.kv_dir.empty()) {
+            std::fprintf(stderr, "jetson-llm: error: --session needs --kv-dir (where the session's snapshot lives)\n");
+            return 2;
+        }
         return run_generate(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "jetson-llm: error: %s\n", e.what());

@@ -64,6 +64,15 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
         app.add_option("--chat-template", c.chat_template, "Chat template (auto: from the model's metadata)")
             ->check(CLI::IsMember({"auto", "chatml", "qwen3", "llama3"}))->capture_default_str();
     }
+    if (groups & SESSIONS) {
+        app.add_option("--cache-ram", c.cache_ram_mb,
+                       "Session snapshots kept in host RAM (MB; -1: half of what the KV and scratch pools leave, "
+                       "at most 1024; 0: off)")
+            ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
+        app.add_option("--kv-dir", c.kv_dir, "Folder for persistent session snapshots (one file per session; empty: none)");
+        app.add_option("--kv-dir-max", c.kv_dir_max_mb, "The --kv-dir files at most (MB; least recently used removed first)")
+            ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+    }
     if (groups & SAMPLING) {
         const bool d = sampling_defaults;
         SamplingParams& s = f.sampling;

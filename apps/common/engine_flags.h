@@ -21,7 +21,8 @@ enum Group : unsigned {
     CHAT = 1u << 3,      // --chat-template
     // -n/--n-predict, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed
     SAMPLING = 1u << 4,
-    ALL = MODEL | CONTEXT | RUNTIME | CHAT | SAMPLING,
+    SESSIONS = 1u << 5,  // --cache-ram, --kv-dir, --kv-dir-max
+    ALL = MODEL | CONTEXT | RUNTIME | CHAT | SAMPLING | SESSIONS,
 };
 
 // What the flags set. Fill the defaults a program differs in before add_engine_flags (help

@@ -38,6 +38,8 @@ KvRowBytes kv_row_bytes(const ModelConfig& c, KvType t);
 // write_kv's checks of a blob for positions [pos0, pos0 + in.n_pos) of a cache of n_ctx positions
 // and n_layer layers of type t: throws JllmError naming what does not match.
 void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx);
+// Positions [from, to) of a canonical blob, as a blob of their own.
+KvBlob kv_blob_slice(const KvBlob& in, const ModelConfig& c, int from, int to);
 
 struct BackendMemory {
     bool unified = true;            // device memory is host memory (CPU, Jetson)

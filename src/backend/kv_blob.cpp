@@ -2,6 +2,8 @@
 // backends' read_kv / write_kv and by the memory plan (Backend::kv_bytes_for).
 #include "backend/backend.h"
 
+#include <cstring>
+
 #include "core/error.h"
 #include "core/fp16.h"
 #include "model/model_config.h"
@@ -25,6 +27,31 @@ void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, i
     if (in.bytes.size() != kv_row_bytes(c, t).layer(in.n_pos) * static_cast<size_t>(c.n_layer)) {
         throw JllmError("kv: snapshot size does not match the model");
     }
+}
+
+KvBlob kv_blob_slice(const KvBlob& in, const ModelConfig& c, int from, int to) {
+    JLLM_ASSERT(0 <= from && from <= to && to <= in.n_pos);
+    const KvRowBytes rb = kv_row_bytes(c, in.type);
+    JLLM_ASSERT(in.bytes.size() == rb.layer(in.n_pos) * static_cast<size_t>(c.n_layer));
+    KvBlob out;
+    out.type = in.type;
+    out.n_pos = to - from;
+    out.bytes.resize(rb.layer(out.n_pos) * static_cast<size_t>(c.n_layer));
+    const uint8_t* src = in.bytes.data();
+    uint8_t* dst = out.bytes.data();
+    const size_t n = static_cast<size_t>(out.n_pos), skip = static_cast<size_t>(from), total = static_cast<size_t>(in.n_pos);
+    // Per layer: K rows, K scales, V rows, V scales, each [n_pos][...].
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+        for (int part = 0; part < 2; ++part) {
+            for (size_t unit : {rb.row, rb.scale_row}) {
+                if (unit == 0) continue;
+                std::memcpy(dst, src + skip * unit, n * unit);
+                dst += n * unit;
+                src += total * unit;
+            }
+        }
+    }
+    return out;
 }
 
 }  // namespace jllm

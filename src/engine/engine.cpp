@@ -25,12 +25,36 @@
 #include "memory/engine_memory.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "persistence/kv_file.h"
+#include "persistence/kv_store.h"
+#include "sessions/session_cache.h"
 #include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace jllm {
 
 const char* kv_type_name(KvType t) { return t == KvType::Int8 ? "int8" : "fp16"; }
+
+const char* cache_source_name(CacheSource s) {
+    switch (s) {
+        case CacheSource::None: return "none";
+        case CacheSource::Resident: return "resident";
+        case CacheSource::Ram: return "ram";
+        case CacheSource::Disk: return "disk";
+    }
+    return "?";
+}
+
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
     switch (r) {
@@ -55,6 +79,16 @@ struct Engine::Impl {
     int n_ctx = 0;
     int n_batch = 0;
     std::vector<int32_t> resident;  // tokens whose K/V are in the cache, in order
+    // Sessions: snapshots beside the resident sequence (RAM, KV folder). The resident sequence is
+    // `dirty` from a generation until checkpoint() stored it under `resident_session`.
+    std::unique_ptr<SessionCache> sessions;
+    KvShape shape;
+    std::string resident_session;
+    bool resident_dirty = false;
+    void store_resident();          // checkpoint()'s work, when dirty
+    // Makes the resident sequence the longest cached prefix of `prompt` (at most all but its last
+    // token): kept, or restored from a snapshot. Returns the tokens reused.
+    size_t reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id, GenerateStats& st);
     std::shared_ptr<const VocabTrie> vocab_trie;  // the vocabulary's bytes for token masks, built on first use
     std::vector<float> logits;      // [n_vocab] (or [n_batch, n_vocab] for eval)
     std::atomic<bool> cancel{false};
@@ -85,8 +119,11 @@ void Engine::unload() {
     m.vocab_trie.reset();
     m.tok.reset();
     m.weights = ModelWeights{};
+    m.sessions.reset();  // finishes its queued writes
     m.file.reset();
     m.resident.clear();
+    m.resident_dirty = false;
+    m.resident_session.clear();
     std::lock_guard<std::mutex> lk(m.info_mu);
     m.info = ModelInfo{};
     m.mem_report = MemoryReport{};
@@ -129,6 +166,13 @@ Status Engine::load(const EngineConfig& config) {
         m.backend->warm_up(SamplingParams{}.top_k);  // first-use costs at load, not in the first request
         m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
         MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
+        m.shape = kv_shape(*m.file, m.mc, config.kv_type);
+        std::unique_ptr<KvDiskStore> disk;
+        if (!config.kv_dir.empty()) {
+            if (config.kv_dir_max_mb <= 0) throw JllmError(strfmt("--kv-dir-max %d: must be > 0 MB", config.kv_dir_max_mb));
+            disk = std::make_unique<KvDiskStore>(config.kv_dir, config.kv_dir_max_mb * MIB, m.shape);
+        }
+        m.sessions = std::make_unique<SessionCache>(report.sessions, std::move(disk));
         m.thermal.configure(config.sysfs_root, ThermalConfig{config.thermal_pace_c, config.thermal_stop_c});
         std::lock_guard<std::mutex> lk(m.info_mu);
         m.mem_report = report;
@@ -262,7 +306,129 @@ bool Engine::Impl::runtime_guards(GenerateStats& st) {
 
 const std::vector<int32_t>& Engine::resident_tokens() const { return impl_->resident; }
 
-void Engine::clear_cache() { impl_->resident.clear(); }
+void Engine::clear_cache() {
+    impl_->resident.clear();
+    impl_->resident_dirty = false;
+}
+
+void Engine::Impl::store_resident() {
+    if (!resident_dirty) return;
+    resident_dirty = false;
+    if (!sessions || !sessions->enabled() || resident.empty()) return;
+    const std::string key = SessionCache::key_for(resident_session, resident);
+    if (sessions->holds(key, resident)) return;
+    auto s = std::make_shared<KvSnapshot>();
+    s->key = key;
+    s->session_id = resident_session;
+    s->tokens = resident;
+    backend->read_kv(0, static_cast<int>(resident.size()), s->kv);
+    sessions->put(std::move(s));
+}
+
+void Engine::checkpoint() {
+    Impl& m = *impl_;
+    if (!m.backend) return;
+    bool expected = false;
+    if (!m.busy.compare_exchange_strong(expected, true)) return;  // a generation runs: it will
+    try {
+        m.store_resident();
+    } catch (const std::exception& e) {
+        JLLM_LOG_WARN("[engine] session snapshot failed: %s", e.what());
+    }
+    m.busy.store(false);
+}
+
+SessionCacheStats Engine::session_stats() const {
+    return impl_->sessions ? impl_->sessions->stats() : SessionCacheStats{};
+}
+
+size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id,
+                                  GenerateStats& st) {
+    const size_t limit = prompt.size() - 1;  // one token at least is prefilled: fresh logits
+    size_t common = std::min(common_prefix(resident, prompt), limit);
+    st.cache_source = common > 0 ? CacheSource::Resident : CacheSource::None;
+    SessionCandidate cand;
+    if (sessions && sessions->enabled()) {
+        cand = sessions->find(prompt, session_id.empty() ? std::string() : SessionCache::key_for(session_id, {}), common);
+    }
+    const size_t c = std::min(cand.common, limit);
+    // What the resident sequence holds past `common` is about to be overwritten: stored first.
+    if (resident_dirty && (c > common || common < resident.size())) store_resident();
+    uint64_t restored = 0;
+    if (cand.snap && c > common) {
+        const double t0 = now_ms();
+        const int from = static_cast<int>(common), to = static_cast<int>(c);
+        backend->truncate_kv(from);
+        if (from == 0 && to == cand.snap->kv.n_pos) {
+            backend->write_kv(0, cand.snap->kv);
+        } else {
+            backend->write_kv(from, kv_blob_slice(cand.snap->kv, mc, from, to));
+        }
+        resident.assign(prompt.begin(), prompt.begin() + static_cast<long>(c));
+        restored = static_cast<uint64_t>(kv_row_bytes(mc, shape.type).layer(to - from)) * static_cast<uint64_t>(mc.n_layer);
+        st.restore_ms = now_ms() - t0 + cand.load_ms;
+        st.restored_tokens = to - from;
+        st.cache_source = cand.source;
+        common = c;
+    }
+    if (sessions) sessions->count(st.cache_source, restored);
+    return common;
+}
+
+Status Engine::save_sequence(const std::string& path, int* n_tokens, int64_t* bytes) {
+    Impl& m = *impl_;
+    if (!m.backend) return Status::error("no model loaded");
+    if (m.resident.empty()) return Status::error("the cache holds no sequence to save");
+    bool expected = false;
+    if (!m.busy.compare_exchange_strong(expected, true)) return Status::error("a generation is running");
+    Status out;
+    try {
+        KvSnapshot s;
+        s.key = "file";
+        s.session_id = m.resident_session;
+        s.tokens = m.resident;
+        m.backend->read_kv(0, static_cast<int>(m.resident.size()), s.kv);
+        std::string why;
+        if (write_kv_file(path, s, m.shape, why) != KvFileError::None) throw JllmError(why);
+        if (n_tokens) *n_tokens = static_cast<int>(s.tokens.size());
+        if (bytes) *bytes = static_cast<int64_t>(s.kv.bytes.size());
+    } catch (const std::exception& e) {
+        out = Status::error(e.what());
+    }
+    m.busy.store(false);
+    return out;
+}
+
+Status Engine::restore_sequence(const std::string& path, int* n_tokens, int64_t* bytes) {
+    Impl& m = *impl_;
+    if (!m.backend) return Status::error("no model loaded");
+    bool expected = false;
+    if (!m.busy.compare_exchange_strong(expected, true)) return Status::error("a generation is running");
+    Status out;
+    try {
+        KvSnapshot s;
+        std::string why;
+        if (read_kv_file(path, m.shape, s, why) != KvFileError::None) throw JllmError(why);
+        if (s.tokens.size() >= static_cast<size_t>(m.n_ctx)) {
+            throw JllmError(strfmt("the snapshot has %zu tokens; the context holds %d", s.tokens.size(), m.n_ctx));
+        }
+        for (int32_t id : s.tokens) {
+            if (id < 0 || id >= m.mc.n_vocab) throw JllmError(strfmt("the snapshot's token id %d is out of range", id));
+        }
+        m.store_resident();
+        m.backend->truncate_kv(0);
+        m.backend->write_kv(0, s.kv);
+        m.resident = s.tokens;
+        m.resident_session = s.session_id;
+        m.resident_dirty = true;  // stored as a session snapshot before it is replaced
+        if (n_tokens) *n_tokens = static_cast<int>(s.tokens.size());
+        if (bytes) *bytes = static_cast<int64_t>(s.kv.bytes.size());
+    } catch (const std::exception& e) {
+        out = Status::error(e.what());
+    }
+    m.busy.store(false);
+    return out;
+}
 
 void Engine::cancel() { impl_->cancel.store(true); }
 
@@ -294,6 +460,7 @@ Status Engine::eval_all_logits(const std::vector<int32_t>& tokens, std::vector<f
         if (id < 0 || id >= m.mc.n_vocab) return Status::error(strfmt("token id %d out of range", id));
     }
     out.assign(tokens.size() * V, 0.0f);
+    m.store_resident();
     m.resident.clear();
     m.backend->truncate_kv(0);
     size_t pos = 0;
@@ -322,6 +489,7 @@ Status Engine::forward_tokens(const std::vector<int32_t>& tokens, int n_past) {
         if (id < 0 || id >= m.mc.n_vocab) return Status::error(strfmt("token id %d out of range", id));
     }
     try {
+        if (static_cast<size_t>(n_past) < m.resident.size()) m.store_resident();
         m.resident.resize(static_cast<size_t>(n_past));
         m.backend->truncate_kv(n_past);
         size_t i = 0;
@@ -374,12 +542,11 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         }
         st.prompt_tokens = static_cast<int>(prompt.size());
 
-        // Prefix reuse: keep the longest common prefix with the resident sequence, but always
-        // prefill at least one token so there are fresh logits.
-        size_t common = 0;
-        while (common < m.resident.size() && common < prompt.size() && m.resident[common] == prompt[common]) common++;
-        if (common == prompt.size()) common--;
+        // Prefix reuse: the resident sequence or a session snapshot, whichever covers more.
+        const size_t common = m.reuse_prefix(prompt, req.session_id, st);
         st.reused_tokens = static_cast<int>(common);
+        m.resident_session = req.session_id;
+        m.resident_dirty = true;
 
         const double t_pf = now_ms();
         m.prefill(prompt, common, m.logits.data());

@@ -22,6 +22,7 @@ int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfi
     const bool mapped = bm.weights_bytes == 0;
     budget.set_model(static_cast<int64_t>(w.total_bytes), mapped);
     budget.set_runtime_pending(mc.n_vocab * static_cast<int64_t>(sizeof(float)) + bm.context_estimate);
+    if (cfg.cache_ram_mb > 0) budget.set_sessions(cfg.cache_ram_mb * MIB);
 
     const int64_t model_ctx = std::max<int64_t>(1, mc.n_ctx_train);
     const int limit = cfg.n_ctx > 0 ? static_cast<int>(std::min<int64_t>(model_ctx, 1 << 24))
@@ -42,6 +43,10 @@ MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, c
     const int64_t scratch = std::max(bm.scratch_bytes, planned.scratch);
     const int64_t kv = std::max(bm.kv_bytes, planned.kv);
     budget.set_pools(n_ctx, kv, scratch);
+    if (cfg.cache_ram_mb < 0) {
+        const int64_t half = budget.headroom_after_pools() / 2;
+        budget.set_sessions(half >= SESSION_CACHE_AUTO_MIN ? std::min(half, SESSION_CACHE_AUTO_MAX) : 0);
+    }
     budget.check_fits();
     const int64_t threshold = cfg.oom_threshold_mb > 0 ? cfg.oom_threshold_mb * MIB
                                                        : std::max<int64_t>(cfg.mem_margin_mb, 0) * MIB / 2;

@@ -15,13 +15,19 @@ struct ModelConfig;
 struct ModelWeights;
 class Backend;
 
+// Session snapshots in host RAM (cfg.cache_ram_mb): an explicit size is reserved before n_ctx is
+// chosen (so a context that does not fit beside it is refused with both numbers); the default
+// (-1) takes half of what is left after the pools, at most 1 GiB, none below 64 MiB.
+constexpr int64_t SESSION_CACHE_AUTO_MAX = 1024 * MIB;
+constexpr int64_t SESSION_CACHE_AUTO_MIN = 64 * MIB;
+
 // Chooses n_ctx for `cfg.n_ctx` (0 = largest that fits, capped at min(model, 4096); explicit
 // values up to the model's context). Throws JllmError with the numbers when it does not fit.
 int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
                  Backend& backend, int n_threads);
 
-// After allocate(): records the backend's pool sizes, checks the cap, configures and calibrates
-// the guard. Returns the load-time report (with the guard's threshold, interval and read cost).
+// After allocate(): records the backend's pool sizes, sizes the default session cache, checks the
+// cap, configures and calibrates the guard. Returns the load-time report (with the guard's threshold, interval and read cost).
 MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
                                 OomGuard& guard);
 

@@ -49,7 +49,8 @@ int64_t MemoryBudget::pool_headroom() const {
     if (mi_.valid()) {
         // Host DRAM: pending runtime, the weights (unless copied to a discrete device), the margin.
         const bool model_on_host = dev_.unified || model_mapped_;
-        const int64_t host_left = mi_.available - runtime_pending_ - (model_on_host ? model_ : 0) - cfg_.margin;
+        const int64_t host_left =
+            mi_.available - runtime_pending_ - (model_on_host ? model_ : 0) - cfg_.margin - sessions_;
         if (dev_.unified) {
             room = std::min(room, host_left);
         } else if (host_left < 0) {
@@ -60,7 +61,7 @@ int64_t MemoryBudget::pool_headroom() const {
         // Discrete device: the pools live there, with copied weights.
         room = std::min(room, dev_.free - (model_mapped_ ? 0 : model_) - cfg_.margin);
     }
-    if (cfg_.cap > 0) room = std::min(room, cfg_.cap - runtime() - model_);
+    if (cfg_.cap > 0) room = std::min(room, cfg_.cap - runtime() - model_ - sessions_);
     return room;
 }
 
@@ -80,7 +81,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
     const int64_t room = pool_headroom();
     auto where = [&]() {
         std::string s;
-        if (cfg_.cap > 0 && room == cfg_.cap - runtime() - model_) {
+        if (cfg_.cap > 0 && room == cfg_.cap - runtime() - model_ - sessions_) {
             s = strfmt("the --max-memory cap of %s MB leaves %s MB after the model (%s MB) and runtime (%s MB)",
                        mb(cfg_.cap).c_str(), mb(std::max<int64_t>(room, 0)).c_str(), mb(model_).c_str(),
                        mb(runtime()).c_str());
@@ -93,6 +94,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
                        mb(mi_.available).c_str(), mb(model_).c_str(), mb(runtime_pending_).c_str(),
                        mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
         }
+        if (sessions_ > 0) s += strfmt(" (the --cache-ram session cache holds %s MB of it)", mb(sessions_).c_str());
         return s;
     };
 
@@ -148,6 +150,7 @@ MemoryReport MemoryBudget::report() const {
     r.model_mapped = model_mapped_;
     r.kv = kv_;
     r.scratch = scratch_;
+    r.sessions = sessions_;
     r.margin = cfg_.margin;
     r.cap = cfg_.cap;
     r.cma_total = mi_.cma_total;
@@ -193,6 +196,7 @@ std::string MemoryReport::table() const {
     row("model", model, model_mapped ? "weights, mapped in place" : "weights, copied");
     row("KV", kv, strfmt("%d positions x %s KB", n_ctx, strfmt("%.1f", kv_bytes_per_pos / 1024.0).c_str()));
     row("scratch", scratch, "activations and temporaries");
+    if (sessions > 0) row("sessions", sessions, "session snapshots in RAM at most (--cache-ram)");
     row("margin", margin, "--mem-margin");
     if (known) row("free", free, "");
     if (cap > 0) row("cap", cap, strfmt("--max-memory; engine holds %s MB", mb(ours()).c_str()));

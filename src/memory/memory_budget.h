@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -65,6 +66,10 @@ public:
     // Runtime overhead still to be allocated (logits, backend context), on top of what is resident.
     void set_runtime_pending(int64_t bytes) { runtime_pending_ = bytes; }
     void set_model(int64_t bytes, bool mapped);
+    // Host RAM reserved for session snapshots (--cache-ram), counted before the pools.
+    void set_sessions(int64_t bytes) { sessions_ = std::max<int64_t>(bytes, 0); }
+    // Bytes the pools and the session cache may still take after the recorded pools.
+    int64_t headroom_after_pools() const { return pool_headroom() - kv_ - scratch_; }
 
     // Picks n_ctx: `requested` 0 means the largest that fits in [8, limit] (multiples of 256
     // where possible); an explicit value that does not fit throws JllmError with needed vs
@@ -92,6 +97,7 @@ private:
     int64_t runtime_pending_ = 0;
     DeviceMemoryInfo dev_;
     int64_t model_ = 0;
+    int64_t sessions_ = 0;
     bool model_mapped_ = true;
     int n_ctx_ = 0, n_ctx_limit_ = 0;
     int64_t kv_ = 0, scratch_ = 0, kv_per_pos_ = 0;

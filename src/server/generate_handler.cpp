@@ -2,6 +2,7 @@
 // turn its prompt into tokens, queue for the engine, generate, and answer in one JSON body or as
 // an SSE stream. Where the two endpoints' answers differ is ResponseShape's business
 // (openai_response.h); the stream's framing is SseStream's (sse_stream.h).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -73,7 +74,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
     if (pr->stream) {
         stream(shape, job, pr, turn, res);
     } else {
-        answer(shape, job, *pr, *turn, res);
+        answer(shape, job, *pr, turn, res);
     }
 }
 
@@ -143,9 +144,10 @@ bool HttpServer::Impl::wait_turn(const Job& job, uint64_t ticket, httplib::Respo
     return true;
 }
 
-// The whole answer in one JSON body.
+// The whole answer in one JSON body. The engine's turn is held until the body has been written;
+// then the sequence is stored as a session snapshot (off the response path) and the turn ends.
 void HttpServer::Impl::answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
-                              Turn& turn, httplib::Response& res) {
+                              const std::shared_ptr<Turn>& turn, httplib::Response& res) {
     Json lp = pr.logprobs ? shape.empty_logprobs() : Json(nullptr);
     size_t offset = 0;
     const GenerateResult r = run_generation(job, pr.gen, [&](const Piece& p) {
@@ -154,15 +156,30 @@ void HttpServer::Impl::answer(const ResponseShape& shape, const std::shared_ptr<
         offset += p.text.size();
         return true;
     });
-    turn.release();
     if (r.finish == FinishReason::Error) {
+        checkpoint_and_release(*turn);
         return send_error(res, internal_error("generation failed: " + r.error));
     }
     if (job->cancel_reason.load() == DISCONNECT) {
+        checkpoint_and_release(*turn);
         res.status = 499;
         return;
     }
-    send_json(res, shape.response(r, lp));
+    auto body = std::make_shared<std::string>(dump_json(shape.response(r, lp)));
+    res.status = 200;
+    res.set_content_provider(
+        body->size(), "application/json",
+        [body](size_t offset, size_t length, httplib::DataSink& sink) {
+            return sink.write(body->data() + offset, std::min(length, body->size() - offset));
+        },
+        [this, turn](bool) { checkpoint_and_release(*turn); });
+}
+
+// After an answer: the generation's sequence becomes a session snapshot, then the next request
+// may have the engine.
+void HttpServer::Impl::checkpoint_and_release(Turn& turn) {
+    if (!turn.released.load()) engine.checkpoint();
+    turn.release();
 }
 
 // Streaming: headers go out when the handler returns; the provider runs the generation and
@@ -189,23 +206,26 @@ void HttpServer::Impl::stream(const ResponseShape& shape, const std::shared_ptr<
                     if (!alive) job->cancel_reason.store(DISCONNECT);
                     return alive;
                 });
-                turn->release();
-                if (!alive || job->cancel_reason.load() == DISCONNECT) return false;
+                if (!alive || job->cancel_reason.load() == DISCONNECT) {
+                    checkpoint_and_release(*turn);
+                    return false;
+                }
                 if (r.finish == FinishReason::Error) {
                     sse.error(internal_error("generation failed: " + r.error));
                 } else {
                     sse.finish(r.finish, pr->include_usage ? &r.stats : nullptr);
                 }
-                if (!sse.done()) return false;
-                sink.done();
-                return true;
+                const bool done = sse.done();
+                if (done) sink.done();
+                checkpoint_and_release(*turn);  // the client has the whole stream
+                return done;
             } catch (const std::exception& e) {
                 JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
                 turn->release();
                 return false;
             }
         },
-        [turn](bool) { turn->release(); });
+        [this, turn](bool) { checkpoint_and_release(*turn); });
 }
 
 GenerateResult HttpServer::Impl::run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen,

@@ -342,6 +342,14 @@ void HttpServer::Impl::setup_routes() {
             }, res);
         });
     }
+    // llama-server's slot actions on the one slot (the resident sequence): /slots/0?action=...
+    http.Post(R"(/slots/(\d+))", [this, guarded](const httplib::Request& req, httplib::Response& res,
+                                                 const httplib::ContentReader& reader) {
+        guarded([&] {
+            std::string body;
+            if (read_body(reader, res, body) && authorized(req, res)) handle_slot_action(req, body, res);
+        }, res);
+    });
     http.Post("/tokenize", [this, guarded](const httplib::Request& req, httplib::Response& res,
                                            const httplib::ContentReader& reader) {
         guarded([&] {

@@ -67,7 +67,7 @@ std::string Metrics::render(const GaugeSnapshot& g) const {
     metric(o, "jllm_client_disconnects_total", "counter", "Requests whose client went away before the answer.", disconnects_.load());
     metric(o, "jllm_request_timeouts_total", "counter", "Requests stopped by --timeout.", timeouts_.load());
     metric(o, "jllm_prompt_tokens_total", "counter", "Prompt tokens of all generations.", prompt_tokens_);
-    metric(o, "jllm_cached_tokens_total", "counter", "Prompt tokens reused from the resident prefix (not prefilled).", cached_tokens_);
+    metric(o, "jllm_cached_tokens_total", "counter", "Prompt tokens reused (resident prefix or session snapshot; not prefilled).", cached_tokens_);
     metric(o, "jllm_completion_tokens_total", "counter", "Generated tokens.", completion_tokens_);
     metric(o, "jllm_reasoning_tokens_total", "counter", "Generated tokens in the reasoning channel.", reasoning_tokens_);
     metric(o, "jllm_prefill_seconds_total", "counter", "Time spent in prefill.", prefill_s_);
@@ -88,6 +88,32 @@ std::string Metrics::render(const GaugeSnapshot& g) const {
     metric(o, "jllm_model_weight_bytes", "gauge", "Bytes of model weights.", g.weight_bytes);
     metric(o, "jllm_kv_cache_bytes", "gauge", "Bytes of the KV cache pool.", g.kv_bytes);
     metric(o, "jllm_process_resident_bytes", "gauge", "Resident set size of the server process.", g.rss_bytes);
+    const SessionCacheStats& s = g.sessions;
+    family(o, "jllm_session_cache_requests_total", "counter",
+           "Generations by where their reused prompt tokens came from (none: nothing reused).");
+    o << "jllm_session_cache_requests_total{source=\"resident\"} " << s.hits_resident << '\n';
+    o << "jllm_session_cache_requests_total{source=\"ram\"} " << s.hits_ram << '\n';
+    o << "jllm_session_cache_requests_total{source=\"disk\"} " << s.hits_disk << '\n';
+    o << "jllm_session_cache_requests_total{source=\"none\"} " << s.misses << '\n';
+    metric(o, "jllm_session_restored_bytes_total", "counter", "KV bytes copied into the cache from session snapshots.", s.bytes_restored);
+    metric(o, "jllm_session_snapshots_total", "counter", "Session snapshots taken from the KV cache.", s.snapshots);
+    metric(o, "jllm_session_snapshot_bytes_total", "counter", "KV bytes of the session snapshots taken.", s.bytes_snapshotted);
+    metric(o, "jllm_session_ram_entries", "gauge", "Session snapshots in host RAM.", s.ram_entries);
+    metric(o, "jllm_session_ram_bytes", "gauge", "Bytes of the session snapshots in host RAM.", s.ram_bytes);
+    metric(o, "jllm_session_ram_budget_bytes", "gauge", "--cache-ram.", s.ram_budget);
+    metric(o, "jllm_session_ram_evictions_total", "counter", "Session snapshots evicted from RAM (least recently used).", s.ram_evictions);
+    if (s.disk_enabled) {
+        metric(o, "jllm_session_disk_entries", "gauge", "Session files in --kv-dir.", s.disk_entries);
+        metric(o, "jllm_session_disk_bytes", "gauge", "Bytes of the session files in --kv-dir.", s.disk_bytes);
+        metric(o, "jllm_session_disk_budget_bytes", "gauge", "--kv-dir-max.", s.disk_budget);
+        metric(o, "jllm_session_disk_written_total", "counter", "Session files written.", s.disk_written);
+        metric(o, "jllm_session_disk_written_bytes_total", "counter", "Bytes of session files written.", s.disk_bytes_written);
+        metric(o, "jllm_session_disk_loaded_total", "counter", "Session files read back.", s.disk_loaded);
+        metric(o, "jllm_session_disk_loaded_bytes_total", "counter", "KV bytes of session files read back.", s.disk_bytes_loaded);
+        metric(o, "jllm_session_disk_evictions_total", "counter", "Session files removed for --kv-dir-max.", s.disk_evictions);
+        metric(o, "jllm_session_disk_rejected_total", "counter", "Corrupt or unreadable session files skipped.", s.disk_rejected);
+        metric(o, "jllm_session_disk_write_errors_total", "counter", "Session files that could not be written.", s.disk_write_errors);
+    }
     return o.str();
 }
 

@@ -23,6 +23,7 @@ struct GaugeSnapshot {
     uint64_t weight_bytes = 0;
     uint64_t kv_bytes = 0;
     int64_t rss_bytes = 0;
+    SessionCacheStats sessions;
 };
 
 class Metrics {

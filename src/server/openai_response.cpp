@@ -54,6 +54,14 @@ Json timings_json(const GenerateStats& st) {
                 {"ttft_ms", st.ttft_ms}};
 }
 
+// The engine's own report beside OpenAI's fields: where the reused prompt tokens came from.
+Json jetson_json(const GenerateStats& st) {
+    return Json{{"cache", {{"tokens_reused", st.reused_tokens},
+                           {"source", cache_source_name(st.cache_source)},
+                           {"restored_tokens", st.restored_tokens},
+                           {"restore_ms", st.restore_ms}}}};
+}
+
 Json bytes_of(const std::string& s) {
     Json b = Json::array();
     for (const char c : s) b.push_back(static_cast<int>(static_cast<unsigned char>(c)));
@@ -123,6 +131,7 @@ Json chat_completion_json(const ResponseHead& h, const GenerateResult& r, const 
                                  {"finish_reason", finish}}});
     j["usage"] = usage_json(r.stats);
     j["timings"] = timings_json(r.stats);
+    j["jetson"] = jetson_json(r.stats);
     return j;
 }
 
@@ -141,6 +150,7 @@ Json completion_json(const ResponseHead& h, const GenerateResult& r, const char*
                                  {"finish_reason", finish}}});
     j["usage"] = usage_json(r.stats);
     j["timings"] = timings_json(r.stats);
+    j["jetson"] = jetson_json(r.stats);
     return j;
 }
 
@@ -217,6 +227,7 @@ Json ResponseShape::usage_chunk(const GenerateStats& st) const {
     j["choices"] = Json::array();
     j["usage"] = usage_json(st);
     j["timings"] = timings_json(st);
+    j["jetson"] = jetson_json(st);
     return j;
 }
 

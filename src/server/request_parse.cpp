@@ -358,6 +358,7 @@ Err parse_common(const Json& body, const RequestDefaults& d, int64_t n_vocab, Pa
             }
         }
     }
+    out.gen.session_id = out.session_id;
     return std::nullopt;
 }
 

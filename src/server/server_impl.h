@@ -96,14 +96,16 @@ struct HttpServer::Impl {
     void handle_metrics(httplib::Response& res);
     void handle_tokenize(const std::string& body, httplib::Response& res);
     void handle_detokenize(const std::string& body, httplib::Response& res);
+    void handle_slot_action(const httplib::Request& req, const std::string& body, httplib::Response& res);
 
     // The generation path (generate_handler.cpp): validate, tokenize, queue, then answer or stream.
     void handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
                          ResponseKind kind);
     std::optional<ApiError> tokenize_prompt(ParsedRequest& pr);
     bool wait_turn(const Job& job, uint64_t ticket, httplib::Response& res);
-    void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr, Turn& turn,
-                httplib::Response& res);
+    void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
+                const std::shared_ptr<Turn>& turn, httplib::Response& res);
+    void checkpoint_and_release(Turn& turn);
     void stream(const ResponseShape& shape, const std::shared_ptr<Job>& job, const std::shared_ptr<ParsedRequest>& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
     GenerateResult run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen, const PieceCallback& cb);

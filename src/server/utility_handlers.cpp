@@ -1,11 +1,18 @@
 // server/utility_handlers.cpp — the endpoints that do not generate: /health, /v1/models,
 // /metrics, /tokenize and /detokenize.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/timer.h"
+#include "server/connection_watch.h"
 #include "server/api_error.h"
 #include "server/json_util.h"
 #include "server/metrics.h"
@@ -75,6 +82,7 @@ void HttpServer::Impl::handle_metrics(httplib::Response& res) {
         g.n_ctx = info.n_ctx;
         g.weight_bytes = info.weight_bytes;
         g.kv_bytes = info.kv_bytes;
+        g.sessions = engine.session_stats();
     }
     g.kv_used_tokens = kv_used.load();
     g.rss_bytes = process_rss_bytes();
@@ -131,6 +139,66 @@ void HttpServer::Impl::handle_detokenize(const std::string& body, httplib::Respo
         ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
     }
     send_json(res, Json{{"content", engine.detokenize(ids)}});
+}
+
+// POST /slots/0?action=save|restore|erase, body {"filename": NAME} (save, restore): the resident
+// sequence to or from a snapshot file under <kv-dir>/slots/, as llama-server's slot API. Run in the
+// engine's turn, like a generation.
+void HttpServer::Impl::handle_slot_action(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    if (!require_ready(res)) return;
+    if (req.matches.size() < 2 || req.matches[1] != "0") {
+        return send_error(res, invalid_request("this server has one slot: id 0", "id_slot", "invalid_slot"));
+    }
+    const std::string action = req.has_param("action") ? req.get_param_value("action") : "";
+    if (action != "save" && action != "restore" && action != "erase") {
+        return send_error(res, invalid_request("action must be save, restore or erase", "action"));
+    }
+    std::string filename;
+    if (action != "erase") {
+        Json j;
+        std::string err;
+        if (!parse_json_body(body, j, err)) return send_error(res, invalid_request(err, "", "invalid_json"));
+        const auto it = j.is_object() ? j.find("filename") : j.end();
+        if (it == j.end() || !it->is_string()) return send_error(res, invalid_request("'filename' (a string) is required", "filename"));
+        filename = it->get<std::string>();
+        const bool bad = filename.empty() || filename.size() > 200 || filename[0] == '.' ||
+                         filename.find('/') != std::string::npos || filename.find('\\') != std::string::npos;
+        if (bad) return send_error(res, invalid_request("'filename' must be a plain file name (no path, not hidden)", "filename"));
+        if (opt.engine.kv_dir.empty()) {
+            return send_error(res, invalid_request("slot save and restore need the server's --kv-dir", "filename", "no_kv_dir"));
+        }
+    }
+    Job job;
+    job.deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
+    job.fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+    const uint64_t ticket = queue.enter();
+    if (ticket == 0) return send_error(res, unavailable("the server is busy (--max-queue)", "queue_full", 1));
+    Turn turn(queue, ticket);
+    if (!wait_turn(job, ticket, res)) return;
+    if (action == "erase") {
+        const int64_t n = static_cast<int64_t>(engine.resident_tokens().size());
+        engine.clear_cache();
+        kv_used.store(0);
+        return send_json(res, Json{{"id_slot", 0}, {"n_erased", n}});
+    }
+    const std::string folder = opt.engine.kv_dir + "/slots";
+    if (::mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST) {
+        return send_error(res, internal_error(strfmt("cannot create %s: %s", folder.c_str(), std::strerror(errno))));
+    }
+    const std::string path = folder + "/" + filename;
+    int n = 0;
+    int64_t bytes = 0;
+    const double t0 = now_ms();
+    const Status st = action == "save" ? engine.save_sequence(path, &n, &bytes) : engine.restore_sequence(path, &n, &bytes);
+    const double ms = now_ms() - t0;
+    if (!st.ok) return send_error(res, invalid_request(action + " failed: " + st.message, "filename", "slot_" + action + "_failed"));
+    kv_used.store(static_cast<int64_t>(engine.resident_tokens().size()));
+    if (action == "save") {
+        return send_json(res, Json{{"id_slot", 0}, {"filename", filename}, {"n_saved", n}, {"n_written", bytes},
+                                   {"timings", {{"save_ms", ms}}}});
+    }
+    send_json(res, Json{{"id_slot", 0}, {"filename", filename}, {"n_restored", n}, {"n_read", bytes},
+                        {"timings", {{"restore_ms", ms}}}});
 }
 
 }  // namespace jllm::server

@@ -70,7 +70,9 @@ TEST(EngineMemory, LoadOnTheOrinFixtureTakesTheModelContextAndReportsTheBudget) 
     EXPECT_GT(r.kv, 0);
     EXPECT_GT(r.scratch, 0);
     EXPECT_EQ(r.margin, 256 * MIB);
-    EXPECT_EQ(r.total, r.os_and_others + r.runtime + r.model + r.kv + r.scratch + r.margin + r.free);
+    EXPECT_EQ(r.total, r.os_and_others + r.runtime + r.model + r.kv + r.scratch + r.sessions + r.margin + r.free);
+    // The default session cache: half of what the pools leave, at most 1 GiB.
+    EXPECT_EQ(r.sessions, std::min<int64_t>(1024 * MIB, (r.free + r.sessions) / 2));
     EXPECT_EQ(r.oom_threshold, 128 * MIB);
     EXPECT_GE(r.oom_check_interval_ms, 10.0);
     EXPECT_EQ(r.rss_peak, 412340LL * 1024);  // the fixture's /proc/self/status

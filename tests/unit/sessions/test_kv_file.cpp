@@ -1,0 +1,284 @@
+// tests/unit/sessions/test_kv_file.cpp — session KV files (persistence/kv_file.h) and the KV
+// folder (persistence/kv_store.h): a snapshot through a file continues bit for bit; every mutated
+// byte and every truncation is refused or loads identical; foreign files are left alone; the
+// folder's LRU survives restarts; interrupted writes are cleaned up.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "persistence/kv_file.h"
+#include "persistence/kv_store.h"
+#include "test_paths.h"
+#include "tiny_qwen3.h"
+
+namespace jllm {
+namespace {
+
+using test::tiny_qwen3;
+using test::TinyQwen3;
+
+std::string fresh_dir(const std::string& name) {
+    const std::string d = std::string(JLLM_BINARY_DIR) + "/kvfile_" + name;
+    (void)std::system(("rm -rf '" + d + "'").c_str());
+    return d;
+}
+
+// A snapshot of `n` tokens for a small made-up shape, its bytes from `seed`.
+KvSnapshot made_up(const KvShape& shape, const std::string& key, int n, uint32_t seed) {
+    KvSnapshot s;
+    s.key = key;
+    s.tokens.resize(static_cast<size_t>(n));
+    std::mt19937 rng(seed);
+    for (int32_t& t : s.tokens) t = static_cast<int32_t>(rng() % 1000);
+    s.kv.type = shape.type;
+    s.kv.n_pos = n;
+    const size_t row = shape.n_head_kv * shape.head_dim * (shape.type == KvType::Int8 ? 1 : 2);
+    const size_t scale = shape.type == KvType::Int8 ? shape.n_head_kv * 2 : 0;
+    s.kv.bytes.resize(2 * static_cast<size_t>(n) * (row + scale) * shape.n_layer);
+    for (uint8_t& b : s.kv.bytes) b = static_cast<uint8_t>(rng());
+    return s;
+}
+
+KvShape small_shape() {
+    KvShape s;
+    s.fingerprint = 0x1234567890abcdefull;
+    s.type = KvType::Int8;
+    s.n_layer = 2;
+    s.n_head_kv = 1;
+    s.head_dim = 8;
+    return s;
+}
+
+bool same(const KvSnapshot& a, const KvSnapshot& b) {
+    return a.key == b.key && a.session_id == b.session_id && a.tokens == b.tokens && a.kv.type == b.kv.type &&
+           a.kv.n_pos == b.kv.n_pos && a.kv.bytes == b.kv.bytes;
+}
+
+// read_kv -> file -> write_kv into a fresh backend: the next tokens' logits are bit-identical.
+TEST(KvFile, RoundTripThroughAFileContinuesBitIdentical) {
+    const TinyQwen3 m = tiny_qwen3("kvfile_tiny_qwen3_q8_0.gguf", 7);
+    const size_t V = static_cast<size_t>(m.c.n_vocab);
+    const std::string dir = fresh_dir("roundtrip");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+        const KvShape shape = kv_shape(*m.f, m.c, kv);
+        auto a = create_cpu_backend(m.c, CpuOptions{2});
+        auto b = create_cpu_backend(m.c, CpuOptions{2});
+        for (auto* be : {a.get(), b.get()}) {
+            be->bind_weights(m.w, WeightPlacement::Auto);
+            be->allocate(64, 16, kv);
+        }
+        const std::vector<int32_t> prompt = {2, 40, 900, 31, 7, 11, 5000, 123, 77};
+        std::vector<float> la(V), lb(V);
+        a->forward(prompt.data(), static_cast<int>(prompt.size()), 0, LogitsMode::Last, la.data());
+        KvSnapshot s;
+        s.key = "s:roundtrip";
+        s.session_id = "roundtrip";
+        s.tokens = prompt;
+        a->read_kv(0, static_cast<int>(prompt.size()), s.kv);
+        const std::string path = dir + (kv == KvType::Int8 ? "/int8.jkv" : "/fp16.jkv");
+        std::string why;
+        ASSERT_EQ(write_kv_file(path, s, shape, why), KvFileError::None) << why;
+        KvSnapshot back;
+        ASSERT_EQ(read_kv_file(path, shape, back, why), KvFileError::None) << why;
+        EXPECT_TRUE(same(s, back));
+        b->write_kv(0, back.kv);
+        for (int pos = static_cast<int>(prompt.size()); pos < static_cast<int>(prompt.size()) + 4; ++pos) {
+            const int32_t t = 300 + pos;
+            a->forward(&t, 1, pos, LogitsMode::Last, la.data());
+            b->forward(&t, 1, pos, LogitsMode::Last, lb.data());
+            EXPECT_EQ(la, lb) << "pos " << pos;
+        }
+        // A slice of the blob is what read_kv gives for that range.
+        KvBlob part;
+        a->read_kv(3, 4, part);
+        EXPECT_EQ(kv_blob_slice(s.kv, m.c, 3, 7).bytes, part.bytes);
+    }
+}
+
+// Every byte of a small file changed (two ways) and every truncation: refused, or identical.
+TEST(KvFile, EveryMutatedByteAndEveryTruncationIsRefusedOrIdentical) {
+    const KvShape shape = small_shape();
+    KvSnapshot s = made_up(shape, "s:mutate", 5, 3);
+    s.session_id = "mutate";
+    const std::vector<uint8_t> file = encode_kv_file(s, shape);
+    ASSERT_GT(file.size(), 100u);
+    KvSnapshot out;
+    std::string why;
+    ASSERT_EQ(decode_kv_file(file.data(), file.size(), shape, out, why), KvFileError::None) << why;
+    ASSERT_TRUE(same(s, out));
+    int refused = 0, identical = 0;
+    for (size_t i = 0; i < file.size(); ++i) {
+        for (uint8_t x : {uint8_t{0x01}, uint8_t{0xFF}}) {
+            std::vector<uint8_t> bad = file;
+            bad[i] ^= x;
+            KvSnapshot got;
+            const KvFileError e = decode_kv_file(bad.data(), bad.size(), shape, got, why);
+            if (e == KvFileError::None) {
+                EXPECT_TRUE(same(s, got)) << "byte " << i << " ^ " << int(x) << " loaded different data";
+                identical++;
+            } else {
+                refused++;
+            }
+        }
+    }
+    EXPECT_EQ(refused, static_cast<int>(2 * file.size()));  // every field and body byte is covered
+    for (size_t n = 0; n < file.size(); ++n) {
+        KvSnapshot got;
+        EXPECT_NE(decode_kv_file(file.data(), n, shape, got, why), KvFileError::None) << "truncated at " << n;
+    }
+    std::vector<uint8_t> longer = file;
+    longer.push_back(0);
+    KvSnapshot got;
+    EXPECT_EQ(decode_kv_file(longer.data(), longer.size(), shape, got, why), KvFileError::Corrupt);
+    (void)identical;
+}
+
+TEST(KvFile, OtherModelKvTypeOrShapeIsForeign) {
+    const KvShape shape = small_shape();
+    const KvSnapshot s = made_up(shape, "p:1", 3, 1);
+    const std::vector<uint8_t> file = encode_kv_file(s, shape);
+    KvShape other = shape;
+    other.fingerprint ^= 1;
+    KvSnapshot out;
+    std::string why;
+    EXPECT_EQ(decode_kv_file(file.data(), file.size(), other, out, why), KvFileError::Foreign);
+    EXPECT_NE(why.find("another model"), std::string::npos) << why;
+    other = shape;
+    other.type = KvType::Fp16;
+    EXPECT_EQ(decode_kv_file(file.data(), file.size(), other, out, why), KvFileError::Foreign);
+    EXPECT_NE(why.find("KV type"), std::string::npos) << why;
+    other = shape;
+    other.head_dim = 16;
+    EXPECT_EQ(decode_kv_file(file.data(), file.size(), other, out, why), KvFileError::Foreign);
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+TEST(KvDiskStore, StartRemovesTempsDeletesCorruptAndKeepsForeignFiles) {
+    const KvShape shape = small_shape();
+    const std::string dir = fresh_dir("scan");
+    KvSnapshot a = made_up(shape, "s:a", 4, 1), b = made_up(shape, "s:b", 6, 2), c = made_up(shape, "s:c", 5, 3);
+    a.session_id = "a";
+    std::string foreign_path, corrupt_path, temp_path;
+    {
+        KvDiskStore st(dir, 1 << 20, shape);
+        st.save(std::make_shared<KvSnapshot>(a));
+        st.save(std::make_shared<KvSnapshot>(b));
+        st.save(std::make_shared<KvSnapshot>(c));
+        st.flush();
+        EXPECT_EQ(st.counters().files, 3);
+        corrupt_path = st.path_for("s:b");
+        foreign_path = dir + "/0000000000000000.jkv";
+        temp_path = st.path_for("s:c") + ".999.tmp";
+    }
+    KvShape other = shape;
+    other.fingerprint = 99;
+    write_bytes(foreign_path, encode_kv_file(made_up(other, "x", 2, 4), other));
+    std::vector<uint8_t> bad = encode_kv_file(b, shape);
+    bad[bad.size() / 2] ^= 0x40;  // a body byte: found at load, not at the scan
+    write_bytes(corrupt_path, bad);
+    write_bytes(temp_path, {1, 2, 3});
+    std::vector<uint8_t> short_header = encode_kv_file(c, shape);
+    short_header.resize(30);
+    const std::string trunc_path = dir + "/1111111111111111.jkv";
+    write_bytes(trunc_path, short_header);
+
+    KvDiskStore st(dir, 1 << 20, shape);
+    EXPECT_FALSE(exists(temp_path));
+    EXPECT_FALSE(exists(trunc_path));  // a header that cannot be read: deleted at the start
+    EXPECT_TRUE(exists(foreign_path));  // another model's: left for its owner, not indexed
+    EXPECT_EQ(st.counters().files, 3);
+    std::string why;
+    auto got = st.load("s:a", why);
+    ASSERT_TRUE(got) << why;
+    EXPECT_TRUE(same(a, *got));
+    EXPECT_FALSE(st.load("s:b", why));  // the body checksum fails: refused, deleted
+    EXPECT_NE(why.find("checksum"), std::string::npos) << why;
+    EXPECT_FALSE(exists(corrupt_path));
+    EXPECT_FALSE(st.has("s:b"));
+    EXPECT_EQ(st.counters().rejected, 2u);
+    // Prefix matches: the longest first.
+    std::vector<int32_t> prompt = a.tokens;
+    prompt.push_back(5);
+    const auto m = st.matches(prompt, 0);
+    ASSERT_FALSE(m.empty());
+    EXPECT_EQ(m[0].key, "s:a");
+    EXPECT_EQ(m[0].common, a.tokens.size());
+    EXPECT_EQ(m[0].session_id, "a");
+}
+
+TEST(KvDiskStore, EvictsTheLeastRecentlyUsedByBytesAcrossRestarts) {
+    const KvShape shape = small_shape();
+    const std::string dir = fresh_dir("lru");
+    const KvSnapshot a = made_up(shape, "s:a", 8, 1), b = made_up(shape, "s:b", 8, 2), c = made_up(shape, "s:c", 8, 3);
+    const int64_t one = static_cast<int64_t>(encode_kv_file(a, shape).size());
+    {
+        KvDiskStore st(dir, 2 * one + one / 2, shape);  // room for two
+        st.save(std::make_shared<KvSnapshot>(a));
+        st.flush();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        st.save(std::make_shared<KvSnapshot>(b));
+        st.flush();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::string why;
+        ASSERT_TRUE(st.load("s:a", why)) << why;  // a is now the most recent
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    {
+        KvDiskStore st(dir, 2 * one + one / 2, shape);  // the order came back from the files
+        EXPECT_TRUE(st.has("s:a"));
+        EXPECT_TRUE(st.has("s:b"));
+        st.save(std::make_shared<KvSnapshot>(c));
+        st.flush();
+        EXPECT_TRUE(st.has("s:a"));
+        EXPECT_FALSE(st.has("s:b"));  // the least recently used went
+        EXPECT_TRUE(st.has("s:c"));
+        EXPECT_EQ(st.counters().evicted, 1u);
+        EXPECT_LE(st.counters().bytes, 2 * one + one / 2);
+        // A store smaller than one file keeps nothing rather than everything.
+    }
+    KvDiskStore tiny(dir, one / 2, shape);
+    EXPECT_EQ(tiny.counters().files, 0);
+}
+
+TEST(KvDiskStore, AQueuedWriteIsWhatALoadReturns) {
+    const KvShape shape = small_shape();
+    const std::string dir = fresh_dir("queued");
+    KvDiskStore st(dir, 1 << 20, shape);
+    KvSnapshot a1 = made_up(shape, "s:a", 4, 1);
+    st.save(std::make_shared<KvSnapshot>(a1));
+    st.flush();
+    KvSnapshot a2 = made_up(shape, "s:a", 6, 9);
+    st.save(std::make_shared<KvSnapshot>(a2));
+    std::string why;
+    auto got = st.load("s:a", why);  // queued or written: the newer one either way
+    ASSERT_TRUE(got) << why;
+    EXPECT_TRUE(same(a2, *got));
+    st.remove("s:a");
+    st.flush();
+    EXPECT_FALSE(st.has("s:a"));
+    EXPECT_FALSE(exists(st.path_for("s:a")));
+}
+
+TEST(KvDiskStore, AFolderThatCannotBeCreatedIsAnError) {
+    EXPECT_THROW(KvDiskStore("/proc/definitely/not/here", 1 << 20, small_shape()), JllmError);
+}
+
+}  // namespace
+}  // namespace jllm
