@@ -53,8 +53,10 @@ SessionCandidate SessionCache::find(const std::vector<int32_t>& prompt, const st
         }
     }
     if (!disk_) return best;
-    // Only a file that covers more than RAM does is read (ties go to RAM).
-    for (const KvDiskStore::Match& m : disk_->matches(prompt, std::max(more_than, best.common))) {
+    // A file is read only where it covers DISK_MIN_GAIN tokens more than RAM or the resident
+    // sequence does: a few tokens are cheaper to prefill than a file is to read.
+    const size_t base = std::max(more_than, best.common);
+    for (const KvDiskStore::Match& m : disk_->matches(prompt, base + DISK_MIN_GAIN - 1)) {
         const double t0 = now_ms();
         std::string why;
         std::shared_ptr<const KvSnapshot> s = disk_->load(m.key, why);

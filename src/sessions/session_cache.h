@@ -28,13 +28,16 @@ struct SessionCandidate {
 
 class SessionCache {
 public:
+    static constexpr size_t DISK_MIN_GAIN = 32;  // tokens a file must add to be read
+
     SessionCache(int64_t ram_budget, std::unique_ptr<KvDiskStore> disk);
     bool enabled() const { return ram_budget_ > 0 || disk_ != nullptr; }
     static std::string key_for(const std::string& session_id, const std::vector<int32_t>& tokens);
 
     // The snapshot sharing the longest prefix with `prompt`, more than `more_than` tokens (ties:
-    // the request's own session, then RAM before disk, then the most recent). One from disk is
-    // read and checked first (a bad file is skipped with a warning) and then kept in RAM.
+    // the request's own session, then RAM before disk, then the most recent). One from disk must
+    // cover DISK_MIN_GAIN tokens more than the best in RAM; it is read and checked first (a bad
+    // file is skipped with a warning) and then kept in RAM.
     SessionCandidate find(const std::vector<int32_t>& prompt, const std::string& session_key, size_t more_than);
     // Whether `key` holds exactly `tokens` already (nothing to store).
     bool holds(const std::string& key, const std::vector<int32_t>& tokens) const;
