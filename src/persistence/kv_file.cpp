@@ -234,26 +234,77 @@ KvFileError write_kv_file(const std::string& path, const KvSnapshot& s, const Kv
     return KvFileError::None;
 }
 
+// The header from an open file at offset 0 (see read_kv_header).
+static KvFileError read_header_fd(int fd, const KvShape& expect, KvFileHeader& h, std::string& why) {
+    std::vector<uint8_t> buf(FIXED);
+    size_t got = 0;
+    if (!read_upto(fd, buf.data(), FIXED, got)) {
+        why = strfmt("cannot read: %s", errno_text().c_str());
+        return KvFileError::Io;
+    }
+    if (got == FIXED) {
+        // The variable part's size is in the fixed part; bounds are checked by the decoder.
+        const uint64_t n = get32(buf.data() + 36), k = get32(buf.data() + 40), sl = get32(buf.data() + 44);
+        if (n <= MAX_TOKENS && k <= MAX_TEXT && sl <= MAX_TEXT) {
+            const size_t want = FIXED + static_cast<size_t>(k + sl + 4 * n) + 8;
+            buf.resize(want);
+            size_t more = 0;
+            if (!read_upto(fd, buf.data() + FIXED, want - FIXED, more)) {
+                why = strfmt("cannot read: %s", errno_text().c_str());
+                return KvFileError::Io;
+            }
+            got += more;
+        }
+    }
+    return decode_kv_header(buf.data(), got, expect, h, why);
+}
+
+// Reads the body straight into the snapshot's blob (one copy out of the page cache), then checks it.
 KvFileError read_kv_file(const std::string& path, const KvShape& expect, KvSnapshot& out, std::string& why) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         why = strfmt("cannot open: %s", errno_text().c_str());
         return KvFileError::Io;
     }
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    KvFileHeader h;
+    const KvFileError e = read_header_fd(fd, expect, h, why);
+    if (e != KvFileError::None) return e;
     struct stat st {};
-    std::vector<uint8_t> bytes;
-    size_t got = 0;
-    bool ok = ::fstat(fd, &st) == 0;
-    if (ok) {
-        bytes.resize(static_cast<size_t>(st.st_size));
-        ok = read_upto(fd, bytes.data(), bytes.size(), got);
+    if (::fstat(fd, &st) != 0) {
+        why = strfmt("cannot stat: %s", errno_text().c_str());
+        return KvFileError::Io;
     }
-    ::close(fd);
-    if (!ok) {
+    const uint64_t want = h.header_bytes + h.body_bytes + 8;
+    if (static_cast<uint64_t>(st.st_size) != want) {
+        why = strfmt("size %lld, expected %llu", static_cast<long long>(st.st_size), static_cast<unsigned long long>(want));
+        return KvFileError::Corrupt;
+    }
+    out.kv.bytes.resize(static_cast<size_t>(h.body_bytes));
+    uint8_t tail[8];
+    size_t got = 0, got_tail = 0;
+    if (!read_upto(fd, out.kv.bytes.data(), out.kv.bytes.size(), got) || !read_upto(fd, tail, 8, got_tail)) {
         why = strfmt("cannot read: %s", errno_text().c_str());
         return KvFileError::Io;
     }
-    return decode_kv_file(bytes.data(), got, expect, out, why);
+    if (got != out.kv.bytes.size() || got_tail != 8) {
+        why = "truncated while reading";
+        return KvFileError::Corrupt;
+    }
+    if (XXH3_64bits(out.kv.bytes.data(), out.kv.bytes.size()) != get64(tail)) {
+        why = "body checksum mismatch";
+        out.kv.bytes.clear();
+        return KvFileError::Corrupt;
+    }
+    out.key = std::move(h.key);
+    out.session_id = std::move(h.session_id);
+    out.tokens = std::move(h.tokens);
+    out.kv.type = h.shape.type;
+    out.kv.n_pos = static_cast<int>(out.tokens.size());
+    return KvFileError::None;
 }
 
 KvFileError read_kv_header(const std::string& path, const KvShape& expect, KvFileHeader& h, std::string& why) {
@@ -262,26 +313,9 @@ KvFileError read_kv_header(const std::string& path, const KvShape& expect, KvFil
         why = strfmt("cannot open: %s", errno_text().c_str());
         return KvFileError::Io;
     }
-    std::vector<uint8_t> buf(FIXED);
-    size_t got = 0;
-    bool ok = read_upto(fd, buf.data(), FIXED, got);
-    if (ok && got == FIXED) {
-        // The variable part's size is in the fixed part; bounds are checked by the decoder.
-        const uint64_t n = get32(buf.data() + 36), k = get32(buf.data() + 40), sl = get32(buf.data() + 44);
-        if (n <= MAX_TOKENS && k <= MAX_TEXT && sl <= MAX_TEXT) {
-            const size_t want = FIXED + static_cast<size_t>(k + sl + 4 * n) + 8;
-            buf.resize(want);
-            size_t more = 0;
-            ok = read_upto(fd, buf.data() + FIXED, want - FIXED, more);
-            got += more;
-        }
-    }
+    const KvFileError e = read_header_fd(fd, expect, h, why);
     ::close(fd);
-    if (!ok) {
-        why = strfmt("cannot read: %s", errno_text().c_str());
-        return KvFileError::Io;
-    }
-    return decode_kv_header(buf.data(), got, expect, h, why);
+    return e;
 }
 
 }  // namespace jllm

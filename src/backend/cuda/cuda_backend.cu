@@ -39,6 +39,10 @@ CudaBackend::~CudaBackend() {
     for (cudaEvent_t e : prof_pool_) (void)cudaEventDestroy(e);
     if (step_host_) (void)cudaFreeHost(step_host_);
     if (mask_host_) (void)cudaFreeHost(mask_host_);
+    for (int i = 0; i < 2; ++i) {
+        if (kv_stage_[i]) (void)cudaFreeHost(kv_stage_[i]);
+        if (kv_stage_ev_[i]) (void)cudaEventDestroy(kv_stage_ev_[i]);
+    }
     for (void* p : allocations_) (void)cudaFree(p);
     if (registered_) (void)cudaHostUnregister(registered_);
     for (void* p : pinned_) (void)cudaHostUnregister(p);

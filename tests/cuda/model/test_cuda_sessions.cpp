@@ -27,7 +27,7 @@ TEST(CudaSessions, SnapshotThroughAFileContinuesBitIdentical) {
         auto b = create_cuda_backend(m.c);
         for (auto* be : {a.get(), b.get()}) {
             be->bind_weights(m.w, WeightPlacement::Copy);
-            be->allocate(128, 32, kv);
+            be->allocate(128, 64, kv);
         }
         const std::vector<int32_t> prompt = test::random_tokens(4, 40);
         std::vector<float> la(V), lb(V);
