@@ -38,6 +38,11 @@ struct EngineConfig {
     int cache_ram_mb = -1;
     std::string kv_dir;            // persistent snapshots (one file per session); empty: none
     int kv_dir_max_mb = 4096;      // the folder's files at most (least recently used removed first)
+    // After the first token that differs from the cached sequence, reuse cached chunks of at least
+    // this many tokens that reappear later in the prompt, their K re-rotated to the new positions
+    // (llama-server's --cache-reuse). Not exact: a chunk's K/V were computed after the old tokens.
+    // 0: off.
+    int cache_reuse = 0;
 };
 
 struct Status {
@@ -178,6 +183,7 @@ struct GenerateStats {
     CacheSource cache_source = CacheSource::None;
     int restored_tokens = 0;     // of those, copied in from a snapshot (the rest were resident)
     double restore_ms = 0;       // reading the snapshot (disk) and copying it into the KV cache
+    int shifted_tokens = 0;      // of the reused, those after the first difference (cache_reuse)
     int completion_tokens = 0;
     int reasoning_tokens = 0;
     double prefill_ms = 0, prefill_tps = 0;
@@ -257,6 +263,9 @@ public:
     MemoryReport memory_report() const;  // any thread: the load-time budget plus live values
     LiveStats live_stats() const;        // any thread: clocks, temperatures, rails, memory now
     const std::vector<int32_t>& resident_tokens() const;  // the cached sequence (prefix reuse)
+    // The logits [n_vocab] of the last token a forward ran on the host's side: after generate()
+    // with max_tokens 0, the prompt's last token (fidelity tools compare engines with it).
+    const std::vector<float>& last_logits() const;
     void clear_cache();             // forget the resident sequence
 
     // Sessions (docs/sessions.md). checkpoint(): stores the last generation's sequence as a

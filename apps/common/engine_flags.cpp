@@ -70,6 +70,10 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
                        "at most 1024; 0: off)")
             ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
         app.add_option("--kv-dir", c.kv_dir, "Folder for persistent session snapshots (one file per session; empty: none)");
+        app.add_option("--cache-reuse", c.cache_reuse,
+                       "After the first difference from the cache, reuse cached chunks of at least N tokens that "
+                       "reappear in the prompt, moved to their new positions (not exact; 0: off)")
+            ->capture_default_str()->check(CLI::Range(0, 1 << 20));
         app.add_option("--kv-dir-max", c.kv_dir_max_mb, "The --kv-dir files at most (MB; least recently used removed first)")
             ->capture_default_str()->check(CLI::Range(1, 1 << 24));
     }

@@ -21,7 +21,7 @@ enum Group : unsigned {
     CHAT = 1u << 3,      // --chat-template
     // -n/--n-predict, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed
     SAMPLING = 1u << 4,
-    SESSIONS = 1u << 5,  // --cache-ram, --kv-dir, --kv-dir-max
+    SESSIONS = 1u << 5,  // --cache-ram, --kv-dir, --kv-dir-max, --cache-reuse
     ALL = MODEL | CONTEXT | RUNTIME | CHAT | SAMPLING | SESSIONS,
 };
 

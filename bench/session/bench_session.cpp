@@ -6,14 +6,20 @@
 // from where, the restore time, and the time to prefill the turn's new tokens alone (the same
 // forward at the same depth, rerun after the turn): a warm turn should cost that plus the
 // restore. Then a --system-tokens session through a file: restore (read, checks, copy into the
-// KV cache; the file in the page cache) against prefilling it, median of --reps.
+// KV cache; the file in the page cache) against prefilling it, median of --reps. With
+// --cache-reuse N, the timestamp scenario: the same conversation's next turn after the clock line
+// near the prompt's top changed, TTFT exact (the prefix ends at the clock) against --cache-reuse
+// (the rest moved), and what reuse costs in quality: KL(exact || reuse) and top-1 agreement over
+// the next 64 tokens of the exact greedy continuation, teacher-forced on both.
 //   jllm-bench-session -m FILE [--device auto|cpu|cuda] [--system-tokens 1500] [--turns 4] [-r 3] [-t N]
+//                      [--cache-reuse N]
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -44,12 +50,12 @@ const char* const KINDS[][3] = {
 
 // Home Assistant's prompt shape: instructions, the time, then one YAML-ish entry per exposed
 // entity, until the prompt has `tokens` tokens.
-std::string system_prompt(const Engine& e, int tokens, const std::string& home) {
+std::string system_prompt(const Engine& e, int tokens, const std::string& home, const std::string& time = "14:03:22") {
     std::string s = "You are a voice assistant for Home Assistant.\nAnswer questions about the world truthfully.\n"
                     "Answer in plain text. Keep it simple and to the point.\n"
                     "When controlling Home Assistant always call the intent tools. Use HassTurnOn to lock and "
                     "HassTurnOff to unlock a lock. When controlling a device, prefer passing just name and domain.\n"
-                    "The current time is 14:03:22. Today's date is 2026-12-01.\n"
+                    "The current time is " + time + ". Today's date is 2026-12-01.\n"
                     "Static Context: An overview of the areas and the devices in the home " + home + ":\n";
     for (int i = 0; static_cast<int>(e.tokenize(s, false).size()) < tokens; ++i) {
         const auto& k = KINDS[i % 11];
@@ -84,12 +90,80 @@ GenerateRequest request(const std::vector<int32_t>& tokens, const std::string& s
     return r;
 }
 
+// log-softmax of a row, in double.
+std::vector<double> log_softmax(const std::vector<float>& x) {
+    double mx = -INFINITY;
+    for (float v : x) mx = std::max(mx, static_cast<double>(v));
+    double sum = 0;
+    for (float v : x) sum += std::exp(static_cast<double>(v) - mx);
+    const double lse = mx + std::log(sum);
+    std::vector<double> out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<double>(x[i]) - lse;
+    return out;
+}
+
+// The clock line near the top changes between two turns of one conversation.
+int timestamp_scenario(const EngineConfig& base, int reuse, int system_tokens, int answer_tokens) {
+    EngineConfig exact_cfg = base, reuse_cfg = base;
+    reuse_cfg.cache_reuse = reuse;
+    Engine exact, reused;
+    for (auto [e, c] : {std::pair<Engine*, EngineConfig*>{&exact, &exact_cfg}, {&reused, &reuse_cfg}}) {
+        const Status st = e->load(*c);
+        if (!st.ok) {
+            std::fprintf(stderr, "jllm-bench-session: %s\n", st.message.c_str());
+            return 1;
+        }
+    }
+    std::vector<ChatMessage> h = {ChatMessage{"system", system_prompt(exact, system_tokens, "Maple Street"), "", {}, "", ""},
+                                  ChatMessage{"user", USER[0], "", {}, "", ""}};
+    const std::vector<int32_t> t1 = exact.tokenize(exact.render_chat(h, ChatRenderOptions{}), true, false);
+    const GenerateResult a1 = exact.generate(request(t1, "A", answer_tokens), nullptr);
+    exact.checkpoint();
+    (void)reused.generate(request(t1, "A", answer_tokens), nullptr);
+    reused.checkpoint();
+    h[0].content = system_prompt(exact, system_tokens, "Maple Street", "14:04:10");
+    h.push_back(ChatMessage{"assistant", a1.text, "", {}, "", ""});
+    h.push_back(ChatMessage{"user", USER[1], "", {}, "", ""});
+    const std::vector<int32_t> t2 = exact.tokenize(exact.render_chat(h, ChatRenderOptions{}), true, false);
+    const GenerateResult e2 = exact.generate(request(t2, "A", 1), nullptr);
+    const GenerateResult r2 = reused.generate(request(t2, "A", 1), nullptr);
+    // Quality: the exact greedy continuation, then both engines teacher-forced along it.
+    const GenerateResult cont = exact.generate(request(t2, "", 64), nullptr);
+    std::vector<int32_t> g = exact.tokenize(cont.text, false);
+    if (g.size() > 64) g.resize(64);
+    double kl_sum = 0, kl_max = 0;
+    int agree = 0;
+    std::vector<int32_t> p = t2;
+    for (size_t k = 0; k <= g.size(); ++k) {
+        if (k > 0) p.push_back(g[k - 1]);
+        (void)exact.generate(request(p, "", 0), nullptr);
+        (void)reused.generate(request(p, "", 0), nullptr);
+        const std::vector<double> le = log_softmax(exact.last_logits()), lr = log_softmax(reused.last_logits());
+        double kl = 0;
+        for (size_t i = 0; i < le.size(); ++i) kl += std::exp(le[i]) * (le[i] - lr[i]);
+        kl_sum += kl;
+        kl_max = std::max(kl_max, kl);
+        agree += std::max_element(le.begin(), le.end()) - le.begin() == std::max_element(lr.begin(), lr.end()) - lr.begin();
+    }
+    const double n = static_cast<double>(g.size() + 1);
+    std::printf("\ntimestamp scenario (the clock line changed, the same conversation's next turn, %d prompt tokens):\n"
+                "| | reused | of them moved | prefilled | TTFT ms |\n|---|---:|---:|---:|---:|\n"
+                "| exact (prefix only) | %d | 0 | %d | %.1f |\n| --cache-reuse %d | %d | %d | %d | %.1f |\n"
+                "quality over the next %zu positions (the exact greedy continuation, teacher-forced): KL(exact || reuse) "
+                "mean %.5f, max %.5f nats; top-1 agreement %.1f%%\n",
+                e2.stats.prompt_tokens, e2.stats.reused_tokens, e2.stats.prompt_tokens - e2.stats.reused_tokens,
+                e2.stats.ttft_ms, reuse, r2.stats.reused_tokens, r2.stats.shifted_tokens,
+                r2.stats.prompt_tokens - r2.stats.reused_tokens, r2.stats.ttft_ms, g.size() + 1, kl_sum / n, kl_max,
+                100.0 * agree / n);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"jllm-bench-session: TTFT of a home assistant's turns, cold and with sessions"};
     std::string model, device = "auto";
-    int system_tokens = 1500, turns = 4, reps = 3, threads = 0, answer_tokens = 24;
+    int system_tokens = 1500, turns = 4, reps = 3, threads = 0, answer_tokens = 24, cache_reuse = 0;
     app.add_option("-m,--model", model, "GGUF file")->required();
     app.add_option("--device", device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->capture_default_str();
@@ -99,6 +173,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("-r,--reps", reps, "repetitions of the file restore")->check(CLI::Range(1, 50))->capture_default_str();
     app.add_option("-t,--threads", threads, "CPU threads (0: all cores)")->capture_default_str();
+    app.add_option("--cache-reuse", cache_reuse, "also run the timestamp scenario with this --cache-reuse (0: skip)")
+        ->check(CLI::Range(0, 4096))->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     EngineConfig cfg;
@@ -216,5 +292,8 @@ int main(int argc, char** argv) {
     std::printf("session of %d tokens (%.1f MB of KV): prefill %.1f ms, restore from a file in the page cache %.1f ms "
                 "(%.2f%% of the prefill; gate <= 25%%; of it the file read and checked %.1f ms), median of %d\n",
                 n, bytes / 1048576.0, p, q, p > 0 ? 100.0 * q / p : 0.0, median(read_only), reps);
+    if (cache_reuse > 0) {
+        if (int rc = timestamp_scenario(cfg, cache_reuse, system_tokens, answer_tokens)) return rc;
+    }
     return 0;
 }

@@ -40,6 +40,10 @@ KvRowBytes kv_row_bytes(const ModelConfig& c, KvType t);
 void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx);
 // Positions [from, to) of a canonical blob, as a blob of their own.
 KvBlob kv_blob_slice(const KvBlob& in, const ModelConfig& c, int from, int to);
+// Moves a blob's K by `delta` positions: each K head vector (stored after RoPE) rotated by the
+// angles of `delta` (inv_freq: backend/cpu/rope.h rope_inv_freq), INT8 heads dequantized,
+// rotated and quantized again with a new scale. V does not depend on the position.
+void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, int delta);
 
 struct BackendMemory {
     bool unified = true;            // device memory is host memory (CPU, Jetson)

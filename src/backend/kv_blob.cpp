@@ -3,7 +3,10 @@
 #include "backend/backend.h"
 
 #include <cstring>
+#include <vector>
 
+#include "backend/cpu/rope.h"
+#include "backend/kv_quant.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "model/model_config.h"
@@ -26,6 +29,37 @@ void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, i
     if (pos0 < 0 || in.n_pos < 0 || pos0 + in.n_pos > n_ctx) throw JllmError("kv: snapshot does not fit the context");
     if (in.bytes.size() != kv_row_bytes(c, t).layer(in.n_pos) * static_cast<size_t>(c.n_layer)) {
         throw JllmError("kv: snapshot size does not match the model");
+    }
+}
+
+void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, int delta) {
+    if (delta == 0 || blob.n_pos == 0) return;
+    const KvRowBytes rb = kv_row_bytes(c, blob.type);
+    JLLM_ASSERT(blob.bytes.size() == rb.layer(blob.n_pos) * static_cast<size_t>(c.n_layer));
+    const size_t n = static_cast<size_t>(blob.n_pos), hd = static_cast<size_t>(c.head_dim);
+    const size_t heads = n * static_cast<size_t>(c.n_head_kv);
+    std::vector<float> x(hd);
+    uint8_t* layer = blob.bytes.data();
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+        // K rows [n][n_head_kv][head_dim], then (INT8) K scales [n][n_head_kv].
+        if (blob.type == KvType::Int8) {
+            auto* q = reinterpret_cast<int8_t*>(layer);
+            auto* sc = reinterpret_cast<Half*>(layer + n * rb.row);
+            for (size_t h = 0; h < heads; ++h) {
+                const float d = to_f32(sc[h]);
+                for (size_t i = 0; i < hd; ++i) x[i] = d * static_cast<float>(q[h * hd + i]);
+                rope_apply_ref(x.data(), c.n_rot, c.recipe->rope_style, inv_freq, delta);
+                quantize_kv_int8(x.data(), static_cast<int64_t>(hd), q + h * hd, &sc[h]);
+            }
+        } else {
+            auto* k = reinterpret_cast<Half*>(layer);
+            for (size_t h = 0; h < heads; ++h) {
+                for (size_t i = 0; i < hd; ++i) x[i] = to_f32(k[h * hd + i]);
+                rope_apply_ref(x.data(), c.n_rot, c.recipe->rope_style, inv_freq, delta);
+                for (size_t i = 0; i < hd; ++i) k[h * hd + i] = to_half(x[i]);
+            }
+        }
+        layer += rb.layer(blob.n_pos);
     }
 }
 

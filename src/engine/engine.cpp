@@ -7,9 +7,13 @@
 #include <cinttypes>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+
+#include <xxhash.h>
 
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
+#include "backend/cpu/rope.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -86,8 +90,20 @@ struct Engine::Impl {
     std::string resident_session;
     bool resident_dirty = false;
     void store_resident();          // checkpoint()'s work, when dirty
+    // --cache-reuse: chunks of the cached sequence placed after the common prefix, their K
+    // already moved to the new positions (reuse_prefix plans them, prefill writes them).
+    struct ReuseChunk {
+        int at = 0, len = 0;
+        KvBlob kv;
+    };
+    std::vector<ReuseChunk> reuse_chunks;
+    std::vector<float> inv_freq;  // RoPE's, for moving K
+    void plan_chunk_reuse(const std::vector<int32_t>& prompt, size_t common, const std::vector<int32_t>& src,
+                          const KvBlob* src_kv, GenerateStats& st);
+    void prefill_range(const std::vector<int32_t>& tokens, size_t from, size_t to, float* last_logits);
     // Makes the resident sequence the longest cached prefix of `prompt` (at most all but its last
-    // token): kept, or restored from a snapshot. Returns the tokens reused.
+    // token): kept, or restored from a snapshot; plans --cache-reuse's chunks after it. Returns
+    // the prefix's length.
     size_t reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id, GenerateStats& st);
     std::shared_ptr<const VocabTrie> vocab_trie;  // the vocabulary's bytes for token masks, built on first use
     std::vector<float> logits;      // [n_vocab] (or [n_batch, n_vocab] for eval)
@@ -163,6 +179,10 @@ Status Engine::load(const EngineConfig& config) {
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
         m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
         m.backend->pin_host_buffer(m.logits.data(), m.logits.size() * sizeof(float));
+        m.inv_freq = rope_inv_freq(m.mc, m.weights.rope_freqs.present()
+                                             ? reinterpret_cast<const float*>(m.weights.rope_freqs.data)
+                                             : nullptr);
+        if (config.cache_reuse < 0) throw JllmError(strfmt("--cache-reuse %d: must be >= 0", config.cache_reuse));
         m.backend->warm_up(SamplingParams{}.top_k);  // first-use costs at load, not in the first request
         m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
         MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
@@ -306,6 +326,8 @@ bool Engine::Impl::runtime_guards(GenerateStats& st) {
 
 const std::vector<int32_t>& Engine::resident_tokens() const { return impl_->resident; }
 
+const std::vector<float>& Engine::last_logits() const { return impl_->logits; }
+
 void Engine::clear_cache() {
     impl_->resident.clear();
     impl_->resident_dirty = false;
@@ -372,6 +394,15 @@ size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std:
         common = c;
     }
     if (sessions) sessions->count(st.cache_source, restored);
+    if (cfg.cache_reuse > 0) {
+        const double t0 = now_ms();
+        if (cand.snap && st.cache_source != CacheSource::Resident && st.cache_source != CacheSource::None) {
+            plan_chunk_reuse(prompt, common, cand.snap->tokens, &cand.snap->kv, st);
+        } else {
+            plan_chunk_reuse(prompt, common, resident, nullptr, st);
+        }
+        if (st.shifted_tokens > 0) st.restore_ms += now_ms() - t0;
+    }
     return common;
 }
 
@@ -432,20 +463,92 @@ Status Engine::restore_sequence(const std::string& path, int* n_tokens, int64_t*
 
 void Engine::cancel() { impl_->cancel.store(true); }
 
-// Prefills tokens[from..] (the resident prefix [0, from) is already cached) in batches;
-// writes the last token's logits.
-void Engine::Impl::prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits) {
-    resident.resize(from);
-    backend->truncate_kv(static_cast<int>(from));
+// Prefills tokens[from, to) after the resident [0, from) in batches; the last batch's last
+// logits go to `last_logits` (none when null).
+void Engine::Impl::prefill_range(const std::vector<int32_t>& tokens, size_t from, size_t to, float* last_logits) {
     size_t pos = from;
-    while (pos < tokens.size()) {
-        const size_t n = std::min(tokens.size() - pos, static_cast<size_t>(n_batch));
-        const bool last = pos + n == tokens.size();
+    while (pos < to) {
+        const size_t n = std::min(to - pos, static_cast<size_t>(n_batch));
+        const bool last = pos + n == to && last_logits != nullptr;
         backend->forward(tokens.data() + pos, static_cast<int>(n), static_cast<int>(pos),
                          last ? LogitsMode::Last : LogitsMode::None, last ? last_logits : nullptr);
         resident.insert(resident.end(), tokens.begin() + static_cast<long>(pos),
                         tokens.begin() + static_cast<long>(pos + n));
         pos += n;
+    }
+}
+
+// Prefills tokens[from..] (the resident prefix [0, from) is already cached), placing the planned
+// reused chunks where they go; writes the last token's logits.
+void Engine::Impl::prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits) {
+    resident.resize(from);
+    backend->truncate_kv(static_cast<int>(from));
+    size_t pos = from;
+    for (ReuseChunk& c : reuse_chunks) {
+        prefill_range(tokens, pos, static_cast<size_t>(c.at), nullptr);
+        backend->write_kv(c.at, c.kv);
+        resident.insert(resident.end(), tokens.begin() + c.at, tokens.begin() + c.at + c.len);
+        pos = static_cast<size_t>(c.at + c.len);
+    }
+    reuse_chunks.clear();
+    prefill_range(tokens, pos, tokens.size(), last_logits);
+}
+
+// --cache-reuse: after `common`, chunks of at least cfg.cache_reuse tokens of `src` (whose K/V are
+// `src_kv`, positions from 0, or the backend's own cache when null) that reappear in the prompt,
+// found through an index of src's n-grams, in order, never covering the prompt's last token.
+void Engine::Impl::plan_chunk_reuse(const std::vector<int32_t>& prompt, size_t common, const std::vector<int32_t>& src,
+                                    const KvBlob* src_kv, GenerateStats& st) {
+    reuse_chunks.clear();
+    const size_t N = static_cast<size_t>(cfg.cache_reuse);
+    if (N == 0 || prompt.size() < common + N + 1 || src.size() < common + N) return;
+    auto key = [&](const int32_t* p) { return XXH3_64bits(p, N * sizeof(int32_t)); };
+    std::unordered_multimap<uint64_t, size_t> grams;
+    grams.reserve(src.size() - common);
+    for (size_t j = common; j + N <= src.size(); ++j) grams.emplace(key(src.data() + j), j);
+    const size_t end = prompt.size() - 1;  // the last token is always prefilled, for its logits
+    size_t i = common, j_min = common;
+    struct Plan {
+        size_t at, from, len;
+    };
+    std::vector<Plan> plan;
+    while (i + N <= end) {
+        size_t best_len = 0, best_j = 0;
+        auto range = grams.equal_range(key(prompt.data() + i));
+        int tried = 0;
+        for (auto it = range.first; it != range.second && tried < 16; ++it) {
+            const size_t j = it->second;
+            if (j < j_min) continue;
+            tried++;
+            size_t len = 0;
+            while (i + len < end && j + len < src.size() && prompt[i + len] == src[j + len]) len++;
+            if (len > best_len || (len == best_len && j < best_j)) {
+                best_len = len;
+                best_j = j;
+            }
+        }
+        if (best_len >= N) {
+            plan.push_back({i, best_j, best_len});
+            i += best_len;
+            j_min = best_j + best_len;
+        } else {
+            i++;
+        }
+    }
+    if (plan.empty()) return;
+    // The chunks' K/V out of the source before anything overwrites it, then moved.
+    for (const Plan& p : plan) {
+        ReuseChunk c;
+        c.at = static_cast<int>(p.at);
+        c.len = static_cast<int>(p.len);
+        if (src_kv) {
+            c.kv = kv_blob_slice(*src_kv, mc, static_cast<int>(p.from), static_cast<int>(p.from + p.len));
+        } else {
+            backend->read_kv(static_cast<int>(p.from), static_cast<int>(p.len), c.kv);
+        }
+        kv_blob_shift(c.kv, mc, inv_freq.data(), static_cast<int>(p.at) - static_cast<int>(p.from));
+        st.shifted_tokens += c.len;
+        reuse_chunks.push_back(std::move(c));
     }
 }
 
@@ -544,14 +647,14 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
 
         // Prefix reuse: the resident sequence or a session snapshot, whichever covers more.
         const size_t common = m.reuse_prefix(prompt, req.session_id, st);
-        st.reused_tokens = static_cast<int>(common);
+        st.reused_tokens = static_cast<int>(common) + st.shifted_tokens;
         m.resident_session = req.session_id;
         m.resident_dirty = true;
 
         const double t_pf = now_ms();
         m.prefill(prompt, common, m.logits.data());
         st.prefill_ms = now_ms() - t_pf;
-        const int n_prefilled = static_cast<int>(prompt.size() - common);
+        const int n_prefilled = static_cast<int>(prompt.size()) - st.reused_tokens;
         st.prefill_tps = st.prefill_ms > 0 ? n_prefilled * 1000.0 / st.prefill_ms : 0;
 
         Sampler sampler(static_cast<int32_t>(m.mc.n_vocab), req.sampling);

@@ -162,3 +162,47 @@ TEST(EngineSessions, ACacheRamThatDoesNotFitIsRefusedWithNumbers) {
 
 }  // namespace
 }  // namespace jllm
+
+namespace jllm {
+namespace {
+
+using namespace jllm::test;
+
+// --cache-reuse: an early edit (a clock line near the top, one token longer) leaves the rest of
+// the prompt reusable: its chunk is moved one position on and only the edit and the new turn
+// are prefilled.
+TEST(EngineSessions, CacheReuseMovesTheChunksAfterAnEarlyEdit) {
+    for (int reuse : {0, 16}) {
+        EngineConfig c = config(-1);
+        c.cache_reuse = reuse;
+        Engine e;
+        ASSERT_TRUE(e.load(c).ok);
+        const std::vector<int32_t> head = random_tokens(21, 20), rest = random_tokens(22, 300), user1 = random_tokens(23, 10),
+                                   user2 = random_tokens(24, 10);
+        auto cat = [](std::initializer_list<std::vector<int32_t>> parts) {
+            std::vector<int32_t> v;
+            for (const auto& p : parts) v.insert(v.end(), p.begin(), p.end());
+            return v;
+        };
+        const std::vector<int32_t> t1 = cat({head, {5001, 5002, 5003, 5004, 5005}, rest, user1});
+        const std::vector<int32_t> t2 = cat({head, {5001, 5002, 6003, 6004, 6005, 6006}, rest, user1, user2});
+        turn(e, t1, "A");
+        const GenerateResult r = turn(e, t2, "A");
+        EXPECT_NE(r.finish, FinishReason::Error) << r.error;
+        if (reuse == 0) {
+            EXPECT_EQ(r.stats.reused_tokens, 22);
+            EXPECT_EQ(r.stats.shifted_tokens, 0);
+        } else {
+            EXPECT_EQ(r.stats.shifted_tokens, 310);  // rest + user1, one position on
+            EXPECT_EQ(r.stats.reused_tokens, 22 + 310);
+            EXPECT_EQ(r.stats.prompt_tokens - r.stats.reused_tokens, 4 + 10);
+        }
+        // The sequence now in the cache continues like any other.
+        std::vector<int32_t> t3 = t2;
+        t3.push_back(77);
+        EXPECT_EQ(turn(e, t3, "A").stats.reused_tokens, static_cast<int>(t2.size()));
+    }
+}
+
+}  // namespace
+}  // namespace jllm

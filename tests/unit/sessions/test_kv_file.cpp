@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/rope.h"
+#include "core/fp16.h"
 #include "core/error.h"
 #include "persistence/kv_file.h"
 #include "persistence/kv_store.h"
@@ -278,6 +282,63 @@ TEST(KvDiskStore, AQueuedWriteIsWhatALoadReturns) {
 
 TEST(KvDiskStore, AFolderThatCannotBeCreatedIsAnError) {
     EXPECT_THROW(KvDiskStore("/proc/definitely/not/here", 1 << 20, small_shape()), JllmError);
+}
+
+}  // namespace
+}  // namespace jllm
+
+namespace jllm {
+namespace {
+
+// kv_blob_shift: layer 0's K depends on the token alone, so the K of a prompt moved by d positions
+// equals the K the model computes for the same tokens d positions later (to the INT8 step or the
+// fp16 rounding); V is unchanged.
+TEST(KvBlobShift, MovedKEqualsKComputedAtTheNewPositions) {
+    const TinyQwen3 m = tiny_qwen3("kvshift_tiny_qwen3_q8_0.gguf", 5);
+    const std::vector<float> inv = rope_inv_freq(m.c, nullptr);
+    for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+        auto a = create_cpu_backend(m.c, CpuOptions{2});
+        auto b = create_cpu_backend(m.c, CpuOptions{2});
+        for (auto* be : {a.get(), b.get()}) {
+            be->bind_weights(m.w, WeightPlacement::Auto);
+            be->allocate(64, 32, kv);
+        }
+        const std::vector<int32_t> x = {40, 900, 31, 7, 11, 5000, 123, 77};
+        const int d = 13;
+        std::vector<int32_t> shifted(static_cast<size_t>(d), 2);
+        shifted.insert(shifted.end(), x.begin(), x.end());
+        a->forward(x.data(), static_cast<int>(x.size()), 0, LogitsMode::None, nullptr);
+        b->forward(shifted.data(), static_cast<int>(shifted.size()), 0, LogitsMode::None, nullptr);
+        KvBlob moved, ref;
+        a->read_kv(0, static_cast<int>(x.size()), moved);
+        const KvBlob before = moved;
+        b->read_kv(d, static_cast<int>(x.size()), ref);
+        kv_blob_shift(moved, m.c, inv.data(), d);
+        const KvRowBytes rb = kv_row_bytes(m.c, kv);
+        const size_t n = x.size(), hd = static_cast<size_t>(m.c.head_dim), heads = n * static_cast<size_t>(m.c.n_head_kv);
+        double worst = 0;
+        for (size_t h = 0; h < heads; ++h) {
+            for (size_t i = 0; i < hd; ++i) {
+                float got, want, step;
+                if (kv == KvType::Int8) {
+                    const auto* sm = reinterpret_cast<const Half*>(moved.bytes.data() + n * rb.row);
+                    const auto* sr = reinterpret_cast<const Half*>(ref.bytes.data() + n * rb.row);
+                    got = to_f32(sm[h]) * static_cast<float>(reinterpret_cast<const int8_t*>(moved.bytes.data())[h * hd + i]);
+                    want = to_f32(sr[h]) * static_cast<float>(reinterpret_cast<const int8_t*>(ref.bytes.data())[h * hd + i]);
+                    step = std::max(to_f32(sm[h]), to_f32(sr[h]));
+                } else {
+                    got = to_f32(reinterpret_cast<const Half*>(moved.bytes.data())[h * hd + i]);
+                    want = to_f32(reinterpret_cast<const Half*>(ref.bytes.data())[h * hd + i]);
+                    step = std::fabs(want) * 2e-3f + 1e-4f;
+                }
+                worst = std::max(worst, static_cast<double>(std::fabs(got - want) / step));
+            }
+        }
+        EXPECT_LE(worst, 2.0) << (kv == KvType::Int8 ? "int8" : "fp16") << ": layer 0 K off by more than two steps";
+        // Layer 0's V (after its K part) is untouched by the move.
+        const size_t v_at = n * (rb.row + rb.scale_row);
+        EXPECT_TRUE(std::equal(before.bytes.begin() + v_at, before.bytes.begin() + 2 * v_at, moved.bytes.begin() + v_at));
+    }
 }
 
 }  // namespace
