@@ -27,6 +27,18 @@ struct KvBlob {
     std::vector<uint8_t> bytes;
 };
 
+// Positions [first, first + n_pos) of a canonical blob of n_total positions at `bytes` (the
+// whole blob, `size` bytes): what write_kv copies in, without slicing the blob first.
+struct KvView {
+    KvType type = KvType::Int8;
+    const uint8_t* bytes = nullptr;
+    size_t size = 0;
+    int n_total = 0;
+    int first = 0, n_pos = 0;
+};
+KvView kv_view(const KvBlob& b);                    // every position
+KvView kv_view(const KvBlob& b, int from, int to);  // [from, to)
+
 // The canonical layout's parts: a K (or V) row of every KV head at one position, its scales
 // (INT8; none for FP16), and one layer's bytes for n_pos positions.
 struct KvRowBytes {
@@ -37,13 +49,24 @@ struct KvRowBytes {
 KvRowBytes kv_row_bytes(const ModelConfig& c, KvType t);
 // write_kv's checks of a blob for positions [pos0, pos0 + in.n_pos) of a cache of n_ctx positions
 // and n_layer layers of type t: throws JllmError naming what does not match.
-void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx);
+void check_kv_blob(const KvView& in, const ModelConfig& c, KvType t, int pos0, int n_ctx);
+inline void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx);
+// Where part `part` (0 K, 1 K scales, 2 V, 3 V scales) of layer `l` of the view's first position
+// is in its bytes.
+const uint8_t* kv_view_part(const KvView& in, const KvRowBytes& rb, int64_t l, int part);
+// Sizes a blob's bytes for n positions; a large one asks for huge pages first (first-touch page
+// faults of 4 KiB pages cost ~0.8 ms per 1 MB where they are slow).
+void kv_blob_resize(KvBlob& b, size_t bytes);
 // Positions [from, to) of a canonical blob, as a blob of their own.
 KvBlob kv_blob_slice(const KvBlob& in, const ModelConfig& c, int from, int to);
 // Moves a blob's K by `delta` positions: each K head vector (stored after RoPE) rotated by the
 // angles of `delta` (inv_freq: backend/cpu/rope.h rope_inv_freq), INT8 heads dequantized,
 // rotated and quantized again with a new scale. V does not depend on the position.
 void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, int delta);
+
+inline void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx) {
+    check_kv_blob(kv_view(in), c, t, pos0, n_ctx);
+}
 
 struct BackendMemory {
     bool unified = true;            // device memory is host memory (CPU, Jetson)
@@ -121,7 +144,9 @@ public:
     // Positions >= n_pos are no longer valid.
     virtual void truncate_kv(int n_pos) = 0;
     virtual void read_kv(int pos0, int n_pos, KvBlob& out) const = 0;
-    virtual void write_kv(int pos0, const KvBlob& in) = 0;
+    // Copies the view's positions in at pos0.. (check_kv_blob's checks; throws JllmError).
+    virtual void write_kv_view(int pos0, const KvView& in) = 0;
+    void write_kv(int pos0, const KvBlob& in) { write_kv_view(pos0, kv_view(in)); }
 
     virtual BackendMemory memory() const = 0;
 

@@ -2,6 +2,9 @@
 // backends' read_kv / write_kv and by the memory plan (Backend::kv_bytes_for).
 #include "backend/backend.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -24,12 +27,50 @@ int64_t Backend::kv_bytes_for(const ModelConfig& c, int n_ctx, KvType t) {
     return static_cast<int64_t>(kv_row_bytes(c, t).layer(n_ctx)) * c.n_layer;
 }
 
-void check_kv_blob(const KvBlob& in, const ModelConfig& c, KvType t, int pos0, int n_ctx) {
+KvView kv_view(const KvBlob& b) { return kv_view(b, 0, b.n_pos); }
+
+KvView kv_view(const KvBlob& b, int from, int to) {
+    JLLM_ASSERT(0 <= from && from <= to && to <= b.n_pos);
+    KvView v;
+    v.type = b.type;
+    v.bytes = b.bytes.data();
+    v.size = b.bytes.size();
+    v.n_total = b.n_pos;
+    v.first = from;
+    v.n_pos = to - from;
+    return v;
+}
+
+void check_kv_blob(const KvView& in, const ModelConfig& c, KvType t, int pos0, int n_ctx) {
     if (in.type != t) throw JllmError("kv: snapshot KV type differs from the cache's");
     if (pos0 < 0 || in.n_pos < 0 || pos0 + in.n_pos > n_ctx) throw JllmError("kv: snapshot does not fit the context");
-    if (in.bytes.size() != kv_row_bytes(c, t).layer(in.n_pos) * static_cast<size_t>(c.n_layer)) {
+    if (in.first < 0 || in.first + in.n_pos > in.n_total) throw JllmError("kv: positions outside the snapshot");
+    if (in.size != kv_row_bytes(c, t).layer(in.n_total) * static_cast<size_t>(c.n_layer)) {
         throw JllmError("kv: snapshot size does not match the model");
     }
+}
+
+const uint8_t* kv_view_part(const KvView& in, const KvRowBytes& rb, int64_t l, int part) {
+    const size_t n = static_cast<size_t>(in.n_total), f = static_cast<size_t>(in.first);
+    const uint8_t* layer = in.bytes + static_cast<size_t>(l) * rb.layer(in.n_total);
+    switch (part) {
+        case 0: return layer + f * rb.row;
+        case 1: return layer + n * rb.row + f * rb.scale_row;
+        case 2: return layer + n * (rb.row + rb.scale_row) + f * rb.row;
+        default: return layer + n * (2 * rb.row + rb.scale_row) + f * rb.scale_row;
+    }
+}
+
+void kv_blob_resize(KvBlob& b, size_t bytes) {
+    if (bytes >= (8u << 20) && b.bytes.capacity() < bytes) {
+        std::vector<uint8_t>().swap(b.bytes);
+        b.bytes.reserve(bytes);  // a fresh mapping, not touched yet
+        const uintptr_t huge = 2u << 20;
+        const uintptr_t lo = (reinterpret_cast<uintptr_t>(b.bytes.data()) + huge - 1) & ~(huge - 1);
+        const uintptr_t hi = (reinterpret_cast<uintptr_t>(b.bytes.data()) + bytes) & ~(huge - 1);
+        if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+    }
+    b.bytes.resize(bytes);
 }
 
 void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, int delta) {
@@ -70,7 +111,7 @@ KvBlob kv_blob_slice(const KvBlob& in, const ModelConfig& c, int from, int to) {
     KvBlob out;
     out.type = in.type;
     out.n_pos = to - from;
-    out.bytes.resize(rb.layer(out.n_pos) * static_cast<size_t>(c.n_layer));
+    kv_blob_resize(out, rb.layer(out.n_pos) * static_cast<size_t>(c.n_layer));
     const uint8_t* src = in.bytes.data();
     uint8_t* dst = out.bytes.data();
     const size_t n = static_cast<size_t>(out.n_pos), skip = static_cast<size_t>(from), total = static_cast<size_t>(in.n_pos);

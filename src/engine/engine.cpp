@@ -381,11 +381,7 @@ size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std:
         const double t0 = now_ms();
         const int from = static_cast<int>(common), to = static_cast<int>(c);
         backend->truncate_kv(from);
-        if (from == 0 && to == cand.snap->kv.n_pos) {
-            backend->write_kv(0, cand.snap->kv);
-        } else {
-            backend->write_kv(from, kv_blob_slice(cand.snap->kv, mc, from, to));
-        }
+        backend->write_kv_view(from, kv_view(cand.snap->kv, from, to));
         resident.assign(prompt.begin(), prompt.begin() + static_cast<long>(c));
         restored = static_cast<uint64_t>(kv_row_bytes(mc, shape.type).layer(to - from)) * static_cast<uint64_t>(mc.n_layer);
         st.restore_ms = now_ms() - t0 + cand.load_ms;

@@ -283,7 +283,7 @@ KvFileError read_kv_file(const std::string& path, const KvShape& expect, KvSnaps
         why = strfmt("size %lld, expected %llu", static_cast<long long>(st.st_size), static_cast<unsigned long long>(want));
         return KvFileError::Corrupt;
     }
-    out.kv.bytes.resize(static_cast<size_t>(h.body_bytes));
+    kv_blob_resize(out.kv, static_cast<size_t>(h.body_bytes));
     uint8_t tail[8];
     size_t got = 0, got_tail = 0;
     if (!read_upto(fd, out.kv.bytes.data(), out.kv.bytes.size(), got) || !read_upto(fd, tail, 8, got_tail)) {

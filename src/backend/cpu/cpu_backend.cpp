@@ -124,7 +124,7 @@ public:
     void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
 
     void read_kv(int pos0, int n_pos, KvBlob& out) const override;
-    void write_kv(int pos0, const KvBlob& in) override;
+    void write_kv_view(int pos0, const KvView& in) override;
 
     BackendMemory memory() const override {
         BackendMemory m;
@@ -428,9 +428,11 @@ void CpuBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
     const KvRowBytes rb = kv_row_bytes(c_, kv_type_);
     out.type = kv_type_;
     out.n_pos = n_pos;
-    out.bytes.clear();
+    kv_blob_resize(out, rb.layer(n_pos) * kv_.size());
+    uint8_t* dst = out.bytes.data();
     auto append = [&](const uint8_t* base, size_t row) {
-        out.bytes.insert(out.bytes.end(), base + pos0 * row, base + (pos0 + n_pos) * row);
+        std::memcpy(dst, base + pos0 * row, static_cast<size_t>(n_pos) * row);
+        dst += static_cast<size_t>(n_pos) * row;
     };
     for (const LayerKv& l : kv_) {
         append(l.k.data(), rb.row);
@@ -440,20 +442,20 @@ void CpuBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
     }
 }
 
-void CpuBackend::write_kv(int pos0, const KvBlob& in) {
+void CpuBackend::write_kv_view(int pos0, const KvView& in) {
     check_kv_blob(in, c_, kv_type_, pos0, n_ctx_);
     const KvRowBytes rb = kv_row_bytes(c_, kv_type_);
     const size_t n = static_cast<size_t>(in.n_pos);
-    const uint8_t* p = in.bytes.data();
-    auto take = [&](uint8_t* base, size_t row) {
-        std::memcpy(base + pos0 * row, p, n * row);
-        p += n * row;
-    };
-    for (LayerKv& l : kv_) {
-        take(l.k.data(), rb.row);
-        if (rb.scale_row) take(reinterpret_cast<uint8_t*>(l.k_scale.data()), rb.scale_row);
-        take(l.v.data(), rb.row);
-        if (rb.scale_row) take(reinterpret_cast<uint8_t*>(l.v_scale.data()), rb.scale_row);
+    for (size_t l = 0; l < kv_.size(); ++l) {
+        LayerKv& k = kv_[l];
+        std::memcpy(k.k.data() + pos0 * rb.row, kv_view_part(in, rb, static_cast<int64_t>(l), 0), n * rb.row);
+        std::memcpy(k.v.data() + pos0 * rb.row, kv_view_part(in, rb, static_cast<int64_t>(l), 2), n * rb.row);
+        if (rb.scale_row) {
+            std::memcpy(reinterpret_cast<uint8_t*>(k.k_scale.data()) + pos0 * rb.scale_row,
+                        kv_view_part(in, rb, static_cast<int64_t>(l), 1), n * rb.scale_row);
+            std::memcpy(reinterpret_cast<uint8_t*>(k.v_scale.data()) + pos0 * rb.scale_row,
+                        kv_view_part(in, rb, static_cast<int64_t>(l), 3), n * rb.scale_row);
+        }
     }
 }
 

@@ -72,7 +72,7 @@ public:
     void warm_up(int top_k) override;
     void truncate_kv(int n_pos) override { JLLM_ASSERT(n_pos >= 0 && n_pos <= n_ctx_); }
     void read_kv(int pos0, int n_pos, KvBlob& out) const override;
-    void write_kv(int pos0, const KvBlob& in) override;
+    void write_kv_view(int pos0, const KvView& in) override;
     BackendMemory memory() const override;
     void set_tap(ActivationTap tap, void* ctx) override {
         tap_ = tap;

@@ -49,7 +49,7 @@ void CudaBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
     const KvRowBytes rb = kv_row_bytes(c_, kv_type_);
     out.type = kv_type_;
     out.n_pos = n_pos;
-    out.bytes.resize(rb.layer(n_pos) * kv_.size());
+    kv_blob_resize(out, rb.layer(n_pos) * kv_.size());
     if (n_pos == 0) return;
     ensure_kv_stage();
     // Chunks in blob order: (device source, bytes, offset in the blob).
@@ -81,27 +81,32 @@ void CudaBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
     }
 }
 
-void CudaBackend::write_kv(int pos0, const KvBlob& in) {
+void CudaBackend::write_kv_view(int pos0, const KvView& in) {
     check_kv_blob(in, c_, kv_type_, pos0, n_ctx_);
     JLLM_CUDA_CHECK(cudaSetDevice(opt_.device));
     JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (in.n_pos == 0) return;
     ensure_kv_stage();
     const KvRowBytes rb = kv_row_bytes(c_, kv_type_);
-    const uint8_t* src = in.bytes.data();
+    const std::vector<KvPart> parts = kv_parts(kv_, rb);
+    const int per_layer = rb.scale_row ? 4 : 2;
     int b = 0;
     bool used[2] = {false, false};
-    for (const KvPart& p : kv_parts(kv_, rb)) {
+    for (size_t pi = 0; pi < parts.size(); ++pi) {
+        const KvPart& p = parts[pi];
+        const int64_t layer = static_cast<int64_t>(pi) / per_layer;
+        const int in_layer = static_cast<int>(pi % per_layer);
+        const int part = per_layer == 4 ? in_layer : 2 * in_layer;  // FP16: K, V
+        const uint8_t* src = kv_view_part(in, rb, layer, part);
         const size_t total = static_cast<size_t>(in.n_pos) * p.row;
         for (size_t off = 0; off < total; off += KV_STAGE_BYTES) {
             const size_t n = std::min(KV_STAGE_BYTES, total - off);
             if (used[b]) JLLM_CUDA_CHECK(cudaEventSynchronize(kv_stage_ev_[b]));  // its last DMA is done
-            std::memcpy(kv_stage_[b], src, n);
+            std::memcpy(kv_stage_[b], src + off, n);
             JLLM_CUDA_CHECK(cudaMemcpyAsync(p.dev + static_cast<size_t>(pos0) * p.row + off, kv_stage_[b], n,
                                             cudaMemcpyHostToDevice, stream_));
             JLLM_CUDA_CHECK(cudaEventRecord(kv_stage_ev_[b], stream_));
             used[b] = true;
-            src += n;
             b ^= 1;
         }
     }
