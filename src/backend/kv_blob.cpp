@@ -79,7 +79,8 @@ void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, in
     JLLM_ASSERT(blob.bytes.size() == rb.layer(blob.n_pos) * static_cast<size_t>(c.n_layer));
     const size_t n = static_cast<size_t>(blob.n_pos), hd = static_cast<size_t>(c.head_dim);
     const size_t heads = n * static_cast<size_t>(c.n_head_kv);
-    std::vector<float> x(hd);
+    std::vector<float> x(hd), cs(static_cast<size_t>(c.n_rot));
+    rope_angles(c.n_rot, inv_freq, delta, cs.data());  // one delta: the same angles for every head
     uint8_t* layer = blob.bytes.data();
     for (int64_t l = 0; l < c.n_layer; ++l) {
         // K rows [n][n_head_kv][head_dim], then (INT8) K scales [n][n_head_kv].
@@ -89,14 +90,14 @@ void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, in
             for (size_t h = 0; h < heads; ++h) {
                 const float d = to_f32(sc[h]);
                 for (size_t i = 0; i < hd; ++i) x[i] = d * static_cast<float>(q[h * hd + i]);
-                rope_apply_ref(x.data(), c.n_rot, c.recipe->rope_style, inv_freq, delta);
+                rope_apply_cs(x.data(), c.n_rot, c.recipe->rope_style, cs.data());
                 quantize_kv_int8(x.data(), static_cast<int64_t>(hd), q + h * hd, &sc[h]);
             }
         } else {
             auto* k = reinterpret_cast<Half*>(layer);
             for (size_t h = 0; h < heads; ++h) {
                 for (size_t i = 0; i < hd; ++i) x[i] = to_f32(k[h * hd + i]);
-                rope_apply_ref(x.data(), c.n_rot, c.recipe->rope_style, inv_freq, delta);
+                rope_apply_cs(x.data(), c.n_rot, c.recipe->rope_style, cs.data());
                 for (size_t i = 0; i < hd; ++i) k[h * hd + i] = to_half(x[i]);
             }
         }

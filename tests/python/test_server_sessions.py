@@ -546,3 +546,27 @@ def test_session_metrics_move(kvsrv):
     assert m2["jllm_session_disk_entries"] >= 2 and m2["jllm_session_disk_bytes"] > 0
     assert m2["jllm_session_disk_entries"] == len(jkv_files(kvsrv.dir))
     assert m2["jllm_session_disk_write_errors_total"] == 0
+
+
+def test_cache_reuse_keeps_the_prompt_after_an_early_edit():
+    """--cache-reuse 16: the clock line at the top of the system prompt changes between two turns;
+    with it the rest of the prompt is reused (moved), without it the prompt is prefilled from the
+    clock on. Both answer."""
+    devices = system_prompt("Zed", n=30)
+    msgs = lambda t: [{"role": "system", "content": "The time is %s.\n%s" % (t, devices)},
+                      {"role": "user", "content": QUESTIONS[0]}]
+    got = {}
+    for reuse in (0, 16):
+        srv = Server("--cache-reuse", str(reuse), ctx=CTX)
+        try:
+            chat(srv, msgs("10:00:00"), "Z")
+            r = chat(srv, msgs("10:01:30"), "Z")
+            got[reuse] = cached(r), r["usage"]["prompt_tokens"]
+            assert cache(r)["tokens_reused"] == cached(r)
+            srv.assert_healthy()
+        finally:
+            srv.stop()
+    (plain, n0), (moved, n1) = got[0], got[16]
+    assert n0 == n1
+    assert plain < 20, got  # the prefix ends at the clock
+    assert moved >= n1 - 20, got  # all but the clock line and the last token
