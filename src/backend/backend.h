@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jllm_types.h"
@@ -19,12 +20,34 @@ struct ModelWeights;
 
 enum class LogitsMode { Last, All, None };
 
+// Bytes a vector does not zero when it grows: a snapshot's buffer is written over at once, and
+// zeroing 100 MB first costs as much as the copy.
+template <typename T>
+struct UninitAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+        using other = UninitAllocator<U>;
+    };
+    UninitAllocator() = default;
+    template <typename U>
+    UninitAllocator(const UninitAllocator<U>&) noexcept {}
+    template <typename U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <typename U, typename... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using KvBytes = std::vector<uint8_t, UninitAllocator<uint8_t>>;
+
 // Canonical (exchange) KV layout for snapshots and persistence: per layer, K then V, each
 // [n_pos][n_head_kv][head_dim]; INT8 adds one FP16 scale per (pos, kv head) after each of K and V.
 struct KvBlob {
     KvType type = KvType::Int8;
     int n_pos = 0;
-    std::vector<uint8_t> bytes;
+    KvBytes bytes;
 };
 
 // Positions [first, first + n_pos) of a canonical blob of n_total positions at `bytes` (the

@@ -63,7 +63,7 @@ const uint8_t* kv_view_part(const KvView& in, const KvRowBytes& rb, int64_t l, i
 
 void kv_blob_resize(KvBlob& b, size_t bytes) {
     if (bytes >= (8u << 20) && b.bytes.capacity() < bytes) {
-        std::vector<uint8_t>().swap(b.bytes);
+        KvBytes().swap(b.bytes);
         b.bytes.reserve(bytes);  // a fresh mapping, not touched yet
         const uintptr_t huge = 2u << 20;
         const uintptr_t lo = (reinterpret_cast<uintptr_t>(b.bytes.data()) + huge - 1) & ~(huge - 1);

@@ -6,10 +6,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "gguf/gguf.h"
 #include "model/model_config.h"
 
@@ -18,7 +21,8 @@ namespace jllm {
 namespace {
 
 constexpr char MAGIC[8] = {'J', 'L', 'L', 'M', 'K', 'V', '\r', '\n'};
-constexpr uint32_t VERSION = 1;
+constexpr uint32_t VERSION = 2;
+constexpr size_t CHUNK = 4u << 20;  // the body is checksummed per 4 MiB chunk (checked in parallel)
 // magic, version, kv_type, fingerprint, n_layer, n_head_kv, head_dim, n_tokens, key_len,
 // session_len, body_bytes
 constexpr size_t FIXED = 8 + 4 + 4 + 8 + 4 * 6 + 8;  // 56
@@ -45,6 +49,13 @@ void put32(std::vector<uint8_t>& o, uint32_t v) { put_bytes(o, &v, 4); }
 void put64(std::vector<uint8_t>& o, uint64_t v) { put_bytes(o, &v, 8); }
 
 // Bytes of the canonical blob of n positions for this shape (backend.h KvRowBytes).
+size_t n_chunks(uint64_t body) { return static_cast<size_t>((body + CHUNK - 1) / CHUNK); }
+
+uint64_t chunk_hash(const uint8_t* body, uint64_t body_bytes, size_t c) {
+    const uint64_t at = static_cast<uint64_t>(c) * CHUNK;
+    return XXH3_64bits(body + at, static_cast<size_t>(std::min<uint64_t>(CHUNK, body_bytes - at)));
+}
+
 uint64_t body_bytes_for(const KvShape& s, uint64_t n) {
     const uint64_t row = static_cast<uint64_t>(s.n_head_kv) * s.head_dim * (s.type == KvType::Int8 ? 1 : 2);
     const uint64_t scale = s.type == KvType::Int8 ? static_cast<uint64_t>(s.n_head_kv) * 2 : 0;
@@ -108,7 +119,8 @@ std::vector<uint8_t> encode_kv_file(const KvSnapshot& s, const KvShape& shape) {
     JLLM_ASSERT(s.kv.bytes.size() == body_bytes_for(shape, s.tokens.size()));
     JLLM_ASSERT(s.key.size() <= MAX_TEXT && s.session_id.size() <= MAX_TEXT);
     std::vector<uint8_t> o;
-    o.reserve(FIXED + s.key.size() + s.session_id.size() + 4 * s.tokens.size() + 16 + s.kv.bytes.size());
+    o.reserve(FIXED + s.key.size() + s.session_id.size() + 4 * s.tokens.size() + 8 + s.kv.bytes.size() +
+              8 * n_chunks(s.kv.bytes.size()));
     put_bytes(o, MAGIC, 8);
     put32(o, VERSION);
     put32(o, shape.type == KvType::Int8 ? 0 : 1);
@@ -125,7 +137,7 @@ std::vector<uint8_t> encode_kv_file(const KvSnapshot& s, const KvShape& shape) {
     put_bytes(o, s.tokens.data(), 4 * s.tokens.size());
     put64(o, XXH3_64bits(o.data(), o.size()));
     put_bytes(o, s.kv.bytes.data(), s.kv.bytes.size());
-    put64(o, XXH3_64bits(s.kv.bytes.data(), s.kv.bytes.size()));
+    for (size_t c = 0; c < n_chunks(s.kv.bytes.size()); ++c) put64(o, chunk_hash(s.kv.bytes.data(), s.kv.bytes.size(), c));
     return o;
 }
 
@@ -191,14 +203,18 @@ KvFileError decode_kv_file(const uint8_t* data, size_t size, const KvShape& expe
     KvFileHeader h;
     const KvFileError e = decode_kv_header(data, size, expect, h, why);
     if (e != KvFileError::None) return e;
-    if (size != h.header_bytes + h.body_bytes + 8) {
-        why = strfmt("size %zu, expected %llu", size, static_cast<unsigned long long>(h.header_bytes + h.body_bytes + 8));
+    const size_t chunks = n_chunks(h.body_bytes);
+    if (size != h.header_bytes + h.body_bytes + 8 * chunks) {
+        why = strfmt("size %zu, expected %llu", size,
+                     static_cast<unsigned long long>(h.header_bytes + h.body_bytes + 8 * chunks));
         return KvFileError::Corrupt;
     }
     const uint8_t* body = data + h.header_bytes;
-    if (XXH3_64bits(body, static_cast<size_t>(h.body_bytes)) != get64(body + h.body_bytes)) {
-        why = "body checksum mismatch";
-        return KvFileError::Corrupt;
+    for (size_t c = 0; c < chunks; ++c) {
+        if (chunk_hash(body, h.body_bytes, c) != get64(body + h.body_bytes + 8 * c)) {
+            why = "body checksum mismatch";
+            return KvFileError::Corrupt;
+        }
     }
     out.key = std::move(h.key);
     out.session_id = std::move(h.session_id);
@@ -259,7 +275,8 @@ static KvFileError read_header_fd(int fd, const KvShape& expect, KvFileHeader& h
     return decode_kv_header(buf.data(), got, expect, h, why);
 }
 
-// Reads the body straight into the snapshot's blob (one copy out of the page cache), then checks it.
+// Reads the body straight into the snapshot's blob (one copy out of the page cache), its chunks
+// read and checked on a few threads.
 KvFileError read_kv_file(const std::string& path, const KvShape& expect, KvSnapshot& out, std::string& why) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -278,26 +295,39 @@ KvFileError read_kv_file(const std::string& path, const KvShape& expect, KvSnaps
         why = strfmt("cannot stat: %s", errno_text().c_str());
         return KvFileError::Io;
     }
-    const uint64_t want = h.header_bytes + h.body_bytes + 8;
+    const size_t chunks = n_chunks(h.body_bytes);
+    const uint64_t want = h.header_bytes + h.body_bytes + 8 * chunks;
     if (static_cast<uint64_t>(st.st_size) != want) {
         why = strfmt("size %lld, expected %llu", static_cast<long long>(st.st_size), static_cast<unsigned long long>(want));
         return KvFileError::Corrupt;
     }
-    kv_blob_resize(out.kv, static_cast<size_t>(h.body_bytes));
-    uint8_t tail[8];
-    size_t got = 0, got_tail = 0;
-    if (!read_upto(fd, out.kv.bytes.data(), out.kv.bytes.size(), got) || !read_upto(fd, tail, 8, got_tail)) {
+    std::vector<uint64_t> sums(chunks);
+    if (::pread(fd, sums.data(), 8 * chunks, static_cast<off_t>(h.header_bytes + h.body_bytes)) !=
+        static_cast<ssize_t>(8 * chunks)) {
         why = strfmt("cannot read: %s", errno_text().c_str());
         return KvFileError::Io;
     }
-    if (got != out.kv.bytes.size() || got_tail != 8) {
-        why = "truncated while reading";
-        return KvFileError::Corrupt;
-    }
-    if (XXH3_64bits(out.kv.bytes.data(), out.kv.bytes.size()) != get64(tail)) {
-        why = "body checksum mismatch";
+    kv_blob_resize(out.kv, static_cast<size_t>(h.body_bytes));
+    std::atomic<int> bad{0};  // 1 checksum, 2 read error
+    parallel_for(chunks, bulk_copy_threads(), [&](size_t c) {
+        const uint64_t at = static_cast<uint64_t>(c) * CHUNK;
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(CHUNK, h.body_bytes - at));
+        size_t got = 0;
+        while (got < n) {
+            const ssize_t r = ::pread(fd, out.kv.bytes.data() + at + got, n - got, static_cast<off_t>(h.header_bytes + at + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                bad.store(2);
+                return;
+            }
+            got += static_cast<size_t>(r);
+        }
+        if (chunk_hash(out.kv.bytes.data(), h.body_bytes, c) != sums[c]) bad.store(1);
+    });
+    if (bad.load() != 0) {
+        why = bad.load() == 1 ? "body checksum mismatch" : strfmt("cannot read: %s", errno_text().c_str());
         out.kv.bytes.clear();
-        return KvFileError::Corrupt;
+        return bad.load() == 1 ? KvFileError::Corrupt : KvFileError::Io;
     }
     out.key = std::move(h.key);
     out.session_id = std::move(h.session_id);

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_backend_impl.cuh"
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace jllm {
 
@@ -77,7 +78,7 @@ void CudaBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
         if (i + 1 < chunks.size()) issue(i + 1);
         const int b = static_cast<int>(i % 2);
         JLLM_CUDA_CHECK(cudaEventSynchronize(kv_stage_ev_[b]));
-        std::memcpy(out.bytes.data() + chunks[i].at, kv_stage_[b], chunks[i].n);
+        parallel_memcpy(out.bytes.data() + chunks[i].at, kv_stage_[b], chunks[i].n);
     }
 }
 
@@ -102,7 +103,7 @@ void CudaBackend::write_kv_view(int pos0, const KvView& in) {
         for (size_t off = 0; off < total; off += KV_STAGE_BYTES) {
             const size_t n = std::min(KV_STAGE_BYTES, total - off);
             if (used[b]) JLLM_CUDA_CHECK(cudaEventSynchronize(kv_stage_ev_[b]));  // its last DMA is done
-            std::memcpy(kv_stage_[b], src + off, n);
+            parallel_memcpy(kv_stage_[b], src + off, n);
             JLLM_CUDA_CHECK(cudaMemcpyAsync(p.dev + static_cast<size_t>(pos0) * p.row + off, kv_stage_[b], n,
                                             cudaMemcpyHostToDevice, stream_));
             JLLM_CUDA_CHECK(cudaEventRecord(kv_stage_ev_[b], stream_));

@@ -343,3 +343,33 @@ TEST(KvBlobShift, MovedKEqualsKComputedAtTheNewPositions) {
 
 }  // namespace
 }  // namespace jllm
+
+namespace jllm {
+namespace {
+
+// A body of several checksummed chunks, read on several threads: intact it loads identical; a
+// changed byte in any chunk, or in the checksum table, is refused.
+TEST(KvFile, AMultiChunkBodyIsCheckedChunkByChunk) {
+    const KvShape shape = small_shape();
+    const KvSnapshot s = made_up(shape, "s:big", 300000, 8);  // 12 MB: three chunks
+    const std::vector<uint8_t> file = encode_kv_file(s, shape);
+    const std::string dir = fresh_dir("chunks");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    const std::string path = dir + "/big.jkv";
+    write_bytes(path, file);
+    KvSnapshot got;
+    std::string why;
+    ASSERT_EQ(read_kv_file(path, shape, got, why), KvFileError::None) << why;
+    EXPECT_TRUE(same(s, got));
+    for (size_t at : {file.size() / 2, file.size() - 30 * 8, file.size() - 9, file.size() - 1}) {
+        std::vector<uint8_t> bad = file;
+        bad[at] ^= 0x10;
+        write_bytes(path, bad);
+        KvSnapshot b;
+        EXPECT_EQ(read_kv_file(path, shape, b, why), KvFileError::Corrupt) << "byte " << at;
+        EXPECT_EQ(decode_kv_file(bad.data(), bad.size(), shape, b, why), KvFileError::Corrupt) << "byte " << at;
+    }
+}
+
+}  // namespace
+}  // namespace jllm
