@@ -99,6 +99,8 @@ std::string folder_of(const std::string& path) {
 
 }  // namespace
 
+uint64_t kv_file_size(const KvFileHeader& h) { return h.header_bytes + h.body_bytes + 8 * n_chunks(h.body_bytes); }
+
 uint64_t model_fingerprint(const GgufFile& file) {
     return XXH3_64bits(file.base(), static_cast<size_t>(file.data_offset()));
 }
@@ -204,9 +206,8 @@ KvFileError decode_kv_file(const uint8_t* data, size_t size, const KvShape& expe
     const KvFileError e = decode_kv_header(data, size, expect, h, why);
     if (e != KvFileError::None) return e;
     const size_t chunks = n_chunks(h.body_bytes);
-    if (size != h.header_bytes + h.body_bytes + 8 * chunks) {
-        why = strfmt("size %zu, expected %llu", size,
-                     static_cast<unsigned long long>(h.header_bytes + h.body_bytes + 8 * chunks));
+    if (size != kv_file_size(h)) {
+        why = strfmt("size %zu, expected %llu", size, static_cast<unsigned long long>(kv_file_size(h)));
         return KvFileError::Corrupt;
     }
     const uint8_t* body = data + h.header_bytes;
@@ -296,7 +297,7 @@ KvFileError read_kv_file(const std::string& path, const KvShape& expect, KvSnaps
         return KvFileError::Io;
     }
     const size_t chunks = n_chunks(h.body_bytes);
-    const uint64_t want = h.header_bytes + h.body_bytes + 8 * chunks;
+    const uint64_t want = kv_file_size(h);
     if (static_cast<uint64_t>(st.st_size) != want) {
         why = strfmt("size %lld, expected %llu", static_cast<long long>(st.st_size), static_cast<unsigned long long>(want));
         return KvFileError::Corrupt;

@@ -57,6 +57,9 @@ struct KvFileHeader {
     uint64_t header_bytes = 0;  // offset of the body
 };
 
+// The size of a whole file with this header.
+uint64_t kv_file_size(const KvFileHeader& h);
+
 // Why a file cannot be used: Corrupt (bad magic, checksum, truncated, impossible sizes) or
 // Foreign (a valid file of another model, KV type or shape: left in place for its owner).
 enum class KvFileError { None, Corrupt, Foreign, Io };

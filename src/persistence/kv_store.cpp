@@ -100,7 +100,7 @@ void KvDiskStore::scan() {
         }
         struct stat st {};
         if (err == KvFileError::None && ::stat(path.c_str(), &st) == 0 &&
-            static_cast<uint64_t>(st.st_size) == h.header_bytes + h.body_bytes + 8 && path == path_for(h.key)) {
+            static_cast<uint64_t>(st.st_size) == kv_file_size(h) && path == path_for(h.key)) {
             Entry e;
             e.session_id = std::move(h.session_id);
             e.tokens = std::move(h.tokens);
