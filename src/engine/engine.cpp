@@ -49,16 +49,6 @@ const char* cache_source_name(CacheSource s) {
     return "?";
 }
 
-namespace {
-
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    const size_t n = std::min(a.size(), b.size());
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
-
-}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
     switch (r) {
@@ -367,7 +357,7 @@ SessionCacheStats Engine::session_stats() const {
 size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id,
                                   GenerateStats& st) {
     const size_t limit = prompt.size() - 1;  // one token at least is prefilled: fresh logits
-    size_t common = std::min(common_prefix(resident, prompt), limit);
+    size_t common = std::min(common_token_prefix(resident, prompt), limit);
     st.cache_source = common > 0 ? CacheSource::Resident : CacheSource::None;
     SessionCandidate cand;
     if (sessions && sessions->enabled()) {
@@ -402,14 +392,30 @@ size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std:
     return common;
 }
 
-Status Engine::save_sequence(const std::string& path, int* n_tokens, int64_t* bytes) {
-    Impl& m = *impl_;
+namespace {
+
+// Runs `fn` with the engine to itself (no generation running), errors as a Status.
+template <typename F>
+Status exclusive(Engine::Impl& m, F&& fn) {
     if (!m.backend) return Status::error("no model loaded");
-    if (m.resident.empty()) return Status::error("the cache holds no sequence to save");
     bool expected = false;
     if (!m.busy.compare_exchange_strong(expected, true)) return Status::error("a generation is running");
     Status out;
     try {
+        fn();
+    } catch (const std::exception& e) {
+        out = Status::error(e.what());
+    }
+    m.busy.store(false);
+    return out;
+}
+
+}  // namespace
+
+Status Engine::save_sequence(const std::string& path, int* n_tokens, int64_t* bytes) {
+    Impl& m = *impl_;
+    if (m.backend && m.resident.empty()) return Status::error("the cache holds no sequence to save");
+    return exclusive(m, [&] {
         KvSnapshot s;
         s.key = "file";
         s.session_id = m.resident_session;
@@ -419,20 +425,12 @@ Status Engine::save_sequence(const std::string& path, int* n_tokens, int64_t* by
         if (write_kv_file(path, s, m.shape, why) != KvFileError::None) throw JllmError(why);
         if (n_tokens) *n_tokens = static_cast<int>(s.tokens.size());
         if (bytes) *bytes = static_cast<int64_t>(s.kv.bytes.size());
-    } catch (const std::exception& e) {
-        out = Status::error(e.what());
-    }
-    m.busy.store(false);
-    return out;
+    });
 }
 
 Status Engine::restore_sequence(const std::string& path, int* n_tokens, int64_t* bytes) {
     Impl& m = *impl_;
-    if (!m.backend) return Status::error("no model loaded");
-    bool expected = false;
-    if (!m.busy.compare_exchange_strong(expected, true)) return Status::error("a generation is running");
-    Status out;
-    try {
+    return exclusive(m, [&] {
         KvSnapshot s;
         std::string why;
         if (read_kv_file(path, m.shape, s, why) != KvFileError::None) throw JllmError(why);
@@ -450,11 +448,7 @@ Status Engine::restore_sequence(const std::string& path, int* n_tokens, int64_t*
         m.resident_dirty = true;  // stored as a session snapshot before it is replaced
         if (n_tokens) *n_tokens = static_cast<int>(s.tokens.size());
         if (bytes) *bytes = static_cast<int64_t>(s.kv.bytes.size());
-    } catch (const std::exception& e) {
-        out = Status::error(e.what());
-    }
-    m.busy.store(false);
-    return out;
+    });
 }
 
 void Engine::cancel() { impl_->cancel.store(true); }

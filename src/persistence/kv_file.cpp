@@ -99,6 +99,13 @@ std::string folder_of(const std::string& path) {
 
 }  // namespace
 
+size_t common_token_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
 uint64_t kv_file_size(const KvFileHeader& h) { return h.header_bytes + h.body_bytes + 8 * n_chunks(h.body_bytes); }
 
 uint64_t model_fingerprint(const GgufFile& file) {

@@ -23,6 +23,9 @@ namespace jllm {
 struct ModelConfig;
 class GgufFile;
 
+// How many leading tokens two sequences share (a prompt and a cached sequence).
+size_t common_token_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
+
 // What a snapshot must match to be used: the model (a hash over the GGUF's metadata and tensor
 // table) and the cache's KV type and shape.
 struct KvShape {

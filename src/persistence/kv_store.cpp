@@ -45,12 +45,6 @@ void mkdirs(const std::string& dir) {
     if (::access(dir.c_str(), W_OK | X_OK) != 0) throw JllmError(strfmt("kv-dir: %s is not writable", dir.c_str()));
 }
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    const size_t n = std::min(a.size(), b.size());
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
 
 }  // namespace
 
@@ -126,7 +120,7 @@ std::vector<KvDiskStore::Match> KvDiskStore::matches(const std::vector<int32_t>&
     {
         std::lock_guard<std::mutex> lk(mu_);
         for (const auto& [key, e] : index_) {
-            const size_t c = common_prefix(e.tokens, prompt);
+            const size_t c = common_token_prefix(e.tokens, prompt);
             if (c > more_than) found.push_back({e.last_use, Match{key, e.session_id, c, e.tokens.size()}});
         }
     }

@@ -11,17 +11,6 @@
 
 namespace jllm {
 
-namespace {
-
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    const size_t n = std::min(a.size(), b.size());
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
-
-}  // namespace
-
 SessionCache::SessionCache(int64_t ram_budget, std::unique_ptr<KvDiskStore> disk)
     : ram_budget_(std::max<int64_t>(ram_budget, 0)), disk_(std::move(disk)) {
     st_.ram_budget = ram_budget_;
@@ -38,7 +27,7 @@ SessionCandidate SessionCache::find(const std::vector<int32_t>& prompt, const st
     {
         std::lock_guard<std::mutex> lk(mu_);
         for (const Ram& r : lru_) {  // most recent first: ties keep the earlier
-            const size_t c = common_prefix(r.snap->tokens, prompt);
+            const size_t c = common_token_prefix(r.snap->tokens, prompt);
             if (c <= more_than) continue;
             const bool own = r.snap->key == session_key;
             if (c > best.common || (c == best.common && own && best.snap->key != session_key)) {
@@ -62,7 +51,7 @@ SessionCandidate SessionCache::find(const std::vector<int32_t>& prompt, const st
         std::shared_ptr<const KvSnapshot> s = disk_->load(m.key, why);
         if (!s) continue;  // warned and dropped: the next best
         best.snap = s;
-        best.common = common_prefix(s->tokens, prompt);
+        best.common = common_token_prefix(s->tokens, prompt);
         best.source = CacheSource::Disk;
         best.load_ms = now_ms() - t0;
         std::lock_guard<std::mutex> lk(mu_);
@@ -85,7 +74,7 @@ void SessionCache::put(std::shared_ptr<const KvSnapshot> s) {
         for (const Ram& r : lru_) {
             const KvSnapshot& o = *r.snap;
             if (o.key != s->key && o.session_id.empty() && o.tokens.size() <= s->tokens.size() &&
-                common_prefix(o.tokens, s->tokens) == o.tokens.size()) {
+                common_token_prefix(o.tokens, s->tokens) == o.tokens.size()) {
                 covered.push_back(o.key);
             }
         }

@@ -14,9 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "jllm_engine.h"
+#include "persistence/kv_file.h"
 #include "synth/synth_model.h"
 #include "test_paths.h"
+#include "tiny_qwen3.h"
 
 namespace jllm::test {
 
@@ -127,6 +130,35 @@ inline void check_interleaved_sessions(DeviceKind device) {
     EXPECT_EQ(s.hits_resident, 1u);
     EXPECT_EQ(s.misses, 3u);
     EXPECT_GT(s.bytes_restored, 0u);
+}
+
+// A snapshot of `a` after `prompt` through a file at `path` into the fresh backend `b`: both
+// continue with bit-identical logits for `steps` tokens (a and b allocated alike, for kind kv).
+inline void expect_file_round_trip(Backend& a, Backend& b, const TinyQwen3& m, KvType kv,
+                                   const std::vector<int32_t>& prompt, const std::string& path, int steps) {
+    const KvShape shape = kv_shape(*m.f, m.c, kv);
+    const size_t V = static_cast<size_t>(m.c.n_vocab);
+    std::vector<float> la(V), lb(V);
+    a.forward(prompt.data(), static_cast<int>(prompt.size()), 0, LogitsMode::Last, la.data());
+    KvSnapshot s;
+    s.key = "s:roundtrip";
+    s.session_id = "roundtrip";
+    s.tokens = prompt;
+    a.read_kv(0, static_cast<int>(prompt.size()), s.kv);
+    std::string why;
+    ASSERT_EQ(write_kv_file(path, s, shape, why), KvFileError::None) << why;
+    KvSnapshot back;
+    ASSERT_EQ(read_kv_file(path, shape, back, why), KvFileError::None) << why;
+    EXPECT_EQ(back.tokens, s.tokens);
+    EXPECT_EQ(back.session_id, s.session_id);
+    EXPECT_EQ(back.kv.bytes, s.kv.bytes);
+    b.write_kv(0, back.kv);
+    for (int pos = static_cast<int>(prompt.size()); pos < static_cast<int>(prompt.size()) + steps; ++pos) {
+        const int32_t t = 300 + pos;
+        a.forward(&t, 1, pos, LogitsMode::Last, la.data());
+        b.forward(&t, 1, pos, LogitsMode::Last, lb.data());
+        EXPECT_EQ(la, lb) << (kv == KvType::Int8 ? "int8" : "fp16") << " pos " << pos;
+    }
 }
 
 }  // namespace jllm::test
