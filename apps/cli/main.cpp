@@ -321,6 +321,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForHelp&) {
         std::fputs(app.help().c_str(), stdout);
         return 0;
+    } catch (const CLI::ExtrasError&) {
+        std::fprintf(stderr, "jetson-llm: error: %s (see --help)\n", jllm::flags::leftover_message(app.remaining()).c_str());
+        return 2;
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "jetson-llm: error: %s (see --help)\n", e.what());
         return 2;

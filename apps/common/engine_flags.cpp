@@ -102,4 +102,13 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
     }
 }
 
+std::string leftover_message(const std::vector<std::string>& remaining) {
+    std::string unknown, stray;
+    for (const std::string& x : remaining) {
+        std::string& to = x.size() > 1 && x[0] == '-' ? unknown : stray;
+        to += (to.empty() ? "" : ", ") + x;
+    }
+    return unknown.empty() ? "unexpected argument " + stray : "unknown option " + unknown;
+}
+
 }  // namespace jllm::flags

@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "jllm.h"
 
@@ -36,5 +38,9 @@ struct EngineFlags {
 // Adds the flags of `groups` to `app`, writing into `f`. sampling_defaults: the sampling flags
 // are defaults for requests that leave a field out (the server), which their help texts say.
 void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampling_defaults = false);
+
+// What a parse left over, named for the error line: "unknown option --x" (any word starting with
+// '-') or "unexpected argument y".
+std::string leftover_message(const std::vector<std::string>& remaining);
 
 }  // namespace jllm::flags

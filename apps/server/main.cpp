@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -36,7 +38,6 @@ struct ForeignFlag {
 const ForeignFlag FOREIGN_FLAGS[] = {
     {"-ngl|--n-gpu-layers|--gpu-layers", true, false,
      "ignored: the whole model runs on the --device backend (auto picks CUDA when present)"},
-    {"-fa|--flash-attn", false, false, "ignored: attention kernels are chosen by the backend"},
     {"-cb|--cont-batching|-nocb|--no-cont-batching", false, false, "ignored: one generation runs at a time"},
     {"--metrics", false, false, "ignored: /metrics is always served"},
     {"--jinja", false, false, "ignored: chat templates are built-in renderers (--chat-template)"},
@@ -50,7 +51,8 @@ const ForeignFlag FOREIGN_FLAGS[] = {
     {"--ssl-key-file|--ssl-cert-file", true, true, "TLS is not supported (put a proxy in front, or keep 127.0.0.1)"},
     {"--path|--api-prefix", true, true, "static files and API prefixes are not supported"},
     {"-hf|--hf-repo|-mu|--model-url", true, true, "downloads are not supported: pass a local GGUF with -m"},
-    {"--slots|--slot-save-path", false, true, "slots are not supported (one generation at a time)"},
+    {"--slots", false, true, "GET /slots is not served; POST /slots/0?action=save|restore|erase is (with --kv-dir)"},
+    {"--slot-save-path", true, true, "slot files go to <--kv-dir>/slots: give --kv-dir DIR"},
     {"-sps|--slot-prompt-similarity", true, true, "slots are not supported (one generation at a time)"},
     {"--grammar|--grammar-file|--json-schema", true, true, "a server-wide grammar is not supported: send grammar, json_schema or response_format per request"},
 };
@@ -128,6 +130,21 @@ bool filter_foreign_flags(std::vector<std::string>& args) {
             out.push_back("--weights=copy");
             continue;
         }
+        // -fa / --flash-attn [on|off|auto] (llama-server's value is optional).
+        if (a == "-fa" || a == "--flash-attn") {
+            static const char* const VALUES[] = {"on", "off", "auto", "1", "0", "true", "false"};
+            auto known = [&](const std::string& v) {
+                return std::find(std::begin(VALUES), std::end(VALUES), v) != std::end(VALUES);
+            };
+            if (has_eq && !known(value)) {
+                std::fprintf(stderr, "%s: error: %s=%s: expected on, off or auto\n", PROG, a.c_str(), value.c_str());
+                return false;
+            }
+            if (!has_eq && i + 1 < args.size() && known(args[i + 1])) value = args[++i];
+            std::fprintf(stderr, "%s: note: %s%s%s ignored: attention kernels are chosen by the backend\n", PROG,
+                         a.c_str(), value.empty() ? "" : " ", value.c_str());
+            continue;
+        }
         bool handled = false;
         for (const ForeignFlag& f : FOREIGN_FLAGS) {
             if (!name_in(f.names, a)) continue;
@@ -201,11 +218,23 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForHelp&) {
         std::fputs(app.help().c_str(), stdout);
         return 0;
+    } catch (const CLI::ExtrasError&) {
+        std::fprintf(stderr, "%s: error: %s (see --help)\n", PROG, jllm::flags::leftover_message(app.remaining()).c_str());
+        return 2;
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "%s: error: %s (see --help)\n", PROG, e.what());
         return 2;
     }
     (void)version;
+    {  // a model that cannot be read is reported before anything listens
+        std::FILE* m = std::fopen(f.config.model_path.c_str(), "rb");
+        if (!m) {
+            std::fprintf(stderr, "%s: error: cannot open model '%s': %s\n", PROG, f.config.model_path.c_str(),
+                         std::strerror(errno));
+            return 1;
+        }
+        std::fclose(m);
+    }
 
     for (const std::string& k : api_keys) {
         size_t start = 0;

@@ -41,10 +41,12 @@ def test_llama_server_flags_refused(args, why):
 
 def test_llama_server_flags_accepted():
     s = Server("-ngl", "99", "--flash-attn", "-np", "1", "--ctx-size", "256", "--threads", "2", "-ctk", "f16",
-               "--alias", "home", "--metrics", "--no-mmap", "-to", "30", ctx=None)
+               "--alias", "home", "--metrics", "--no-mmap", "-to", "30", "-fa", "on", "--flash-attn=auto",
+               "--cache-reuse", "256", ctx=None)
     try:
         text = s.log_text()
         assert "-ngl ignored" in text
+        assert "-fa on ignored" in text and "--flash-attn auto ignored" in text
         assert "KV fp16" in text and "ctx 256" in text
         status, _, body = s.request("GET", "/v1/models")
         assert status == 200 and b'"home"' in body
@@ -53,8 +55,18 @@ def test_llama_server_flags_accepted():
 
 
 def test_missing_model_exits_1():
-    rc, _, err = run("-m", "/nonexistent/model.gguf", "-p", "0")
+    rc, out, err = run("-m", "/nonexistent/model.gguf", "-p", "0")
     assert rc == 1 and "model.gguf" in err
+    assert "listening" not in out + err  # reported before anything listens
+
+
+@pytest.mark.parametrize("args,named", [(["--bogus", "3"], "unknown option --bogus"),
+                                        (["stray"], "unexpected argument stray"),
+                                        (["--flash-attn=maybe"], "expected on, off or auto"),
+                                        (["--slot-save-path", "/tmp"], "--kv-dir")])
+def test_unknown_and_bad_flags_are_named(args, named):
+    rc, _, err = run("-m", MODEL, "-p", "0", *args)
+    assert rc == 2 and named in err, err
 
 
 def test_port_in_use_exits_1():
