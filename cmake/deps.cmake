@@ -22,29 +22,11 @@ endif()
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 
-# Locates a library through pkg-config, falling back to a plain header/library search (the
-# GPU test machine unpacks .debs whose .pc files carry the original prefix).
-function(jllm_find_pkg target pcname header libname)
-  if(PKG_CONFIG_FOUND)
-    pkg_check_modules(${target}_PC QUIET ${pcname})
-  endif()
-  find_path(${target}_INCLUDE ${header} HINTS ${${target}_PC_INCLUDE_DIRS}
-            PATHS ${JLLM_DEPS_PREFIX}/usr/include)
-  find_library(${target}_LIB NAMES ${libname} HINTS ${${target}_PC_LIBRARY_DIRS}
-               PATHS ${JLLM_DEPS_PREFIX}/usr/lib/${JLLM_LIB_ARCH})
-  if(NOT ${target}_INCLUDE OR NOT ${target}_LIB)
-    message(FATAL_ERROR "${pcname} not found (install it with scripts/setup.sh)")
-  endif()
-  add_library(jllm::${target} INTERFACE IMPORTED GLOBAL)
-  target_include_directories(jllm::${target} INTERFACE ${${target}_INCLUDE})
-  target_link_libraries(jllm::${target} INTERFACE ${${target}_LIB})
-endfunction()
-
-jllm_find_pkg(pcre2 libpcre2-8 pcre2.h pcre2-8)
-jllm_find_pkg(utf8proc libutf8proc utf8proc.h utf8proc)
-jllm_find_pkg(xxhash libxxhash xxhash.h xxhash)
+include(${CMAKE_CURRENT_LIST_DIR}/jllmDeps.cmake)
 
 add_library(jllm_deps INTERFACE)
 target_compile_definitions(jllm_deps INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
-target_link_libraries(jllm_deps INTERFACE nlohmann_json::nlohmann_json CLI11::CLI11
-                      jllm::pcre2 jllm::utf8proc jllm::xxhash)
+# nlohmann_json and CLI11 are header-only and needed to build the library and the programs, not
+# by a program that links the installed library.
+target_link_libraries(jllm_deps INTERFACE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>
+                      $<BUILD_INTERFACE:CLI11::CLI11> jllm::pcre2 jllm::utf8proc jllm::xxhash)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/test.sh — README command 2: configure, build and run every test suite (ctest, Python
-# golden checks) and a 60-second fuzz smoke run of the GGUF reader. Logs each stage's time.
+# scripts/test.sh — README command 2: configure, build, install the library and build
+# examples/embed against it, run every test suite (ctest, Python golden checks) and a 60-second
+# fuzz smoke run of the GGUF reader. Logs each stage's time.
 # Env: JOBS (default 2), FUZZ_SECONDS (default 60; 0 skips), JLLM_CMAKE_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,21 @@ stage model
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${JLLM_CMAKE_ARGS:-} >/dev/null
 cmake --build build -j"$JOBS"
 stage build
+# The library as a consumer sees it: installed into a prefix, examples/embed built against it with
+# find_package(jllm) and with pkg-config, each answering a question on the real Qwen2.5 model.
+rm -rf build/install build/embed
+cmake --install build --prefix "$PWD/build/install" >/dev/null
+cmake -S examples/embed -B build/embed -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/embed >/dev/null
+PKG_CONFIG_PATH="$PWD/build/install/lib/pkgconfig" \
+  c++ -std=c++17 -O2 examples/embed/main.cpp \
+  $(PKG_CONFIG_PATH="$PWD/build/install/lib/pkgconfig" pkg-config --cflags --libs jllm) -o build/embed/embed-pc
+for exe in build/embed/embed build/embed/embed-pc; do
+  answer=$("$exe" models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf "What is the capital of France?" 2>/dev/null)
+  echo "[test.sh] $exe: $answer"
+  grep -q Paris <<<"$answer" || { echo "[test.sh] $exe did not answer Paris" >&2; exit 1; }
+done
+stage install
 export JLLM_REQUIRE_MODELS=1
 (cd build && ctest --output-on-failure -j"$JOBS" -LE cuda)
 # The CUDA suites' tests that need no GPU: the kernels' decoders compiled for the host, and the
