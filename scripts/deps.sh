@@ -7,7 +7,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates unzip
           python3 python3-pip
           libgtest-dev libgmock-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev
-          libcpp-httplib-dev clang iproute2)
+          libcpp-httplib-dev libsystemd-dev systemd clang iproute2)
 PY_PKGS=(numpy gguf tokenizers jinja2 pytest openai jsonschema)
 
 SUDO=""

@@ -205,6 +205,8 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::Range(0, 100000));
     app.add_option("--timeout", o.timeout_s, "Per-request time limit in seconds, queue wait included")
         ->capture_default_str()->check(CLI::Range(1, 86400 * 7));
+    std::string log_file;
+    app.add_option("--log-file", log_file, "Append the log to FILE instead of stderr; SIGHUP reopens it (logrotate)");
     app.add_flag("-v,--verbose", verbose, "Log every request");
     app.add_flag("--version", version, "Print the version and exit");
 
@@ -265,11 +267,25 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: warning: listening on %s without --api-key\n", PROG, o.host.c_str());
     }
 
+    // --log-file: stderr (the engine's and the server's log lines) goes to the file, reopened on
+    // SIGHUP so a rotated log is let go.
+    auto open_log = [&log_file]() -> bool {
+        if (log_file.empty()) return true;
+        if (!std::freopen(log_file.c_str(), "a", stderr)) return false;
+        std::setvbuf(stderr, nullptr, _IOLBF, 0);
+        return true;
+    };
+    if (!open_log()) {
+        std::fprintf(stdout, "%s: error: cannot open --log-file '%s': %s\n", PROG, log_file.c_str(), std::strerror(errno));
+        return 2;
+    }
+
     // Signals are taken by one thread with sigwait(); every other thread blocks them.
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
@@ -279,13 +295,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: error: %s\n", PROG, err.c_str());
         return 1;
     }
-    std::thread([&server, set] {
+    std::thread([&server, set, open_log, log_file] {
         int sig = 0;
-        sigwait(&set, &sig);
-        std::fprintf(stderr, "%s: signal %d: shutting down (a second signal exits at once)\n", PROG, sig);
-        server.request_shutdown();
-        sigwait(&set, &sig);
-        std::_Exit(128 + sig);
+        bool stopping = false;
+        while (true) {
+            sigwait(&set, &sig);
+            if (sig == SIGHUP) {  // reopen the log (logrotate's postrotate / systemctl reload)
+                if (log_file.empty()) {
+                    std::fprintf(stderr, "%s: SIGHUP: the log is stderr; nothing to reopen\n", PROG);
+                } else if (open_log()) {
+                    std::fprintf(stderr, "%s: SIGHUP: reopened %s\n", PROG, log_file.c_str());
+                }
+                continue;
+            }
+            if (stopping) std::_Exit(128 + sig);
+            stopping = true;
+            std::fprintf(stderr, "%s: signal %d: shutting down (a second signal exits at once)\n", PROG, sig);
+            server.request_shutdown();
+        }
     }).detach();
     return server.run();
 }

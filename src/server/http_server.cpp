@@ -23,6 +23,7 @@
 #include "server/connection_watch.h"
 #include "server/json_util.h"
 #include "server/server_impl.h"
+#include "server/service_notify.h"
 
 namespace jllm::server {
 
@@ -128,9 +129,13 @@ int HttpServer::run() {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     JLLM_LOG_INFO("[server] listening on http://%s:%d (model loading)", m.opt.host.c_str(), m.port);
+    notify_status("loading " + m.opt.engine.model_path);
+    // Under systemd's watchdog: pings while the listener runs (loading included).
+    Watchdog watchdog_pings([&m] { return m.http.is_running(); });
     const Status st = m.engine.load(m.opt.engine);
     if (!st.ok) {
         JLLM_LOG_ERROR("%s", st.message.c_str());
+        notify_status("the model failed to load: " + st.message);
         m.state.store(State::Failed);
         return finish(1);
     }
@@ -143,12 +148,14 @@ int HttpServer::run() {
     JLLM_LOG_INFO("[server] ready: model '%s' (%s, %s), ctx %lld, KV %s, weights %.1f MiB, KV %.1f MiB, loaded in %.0f ms",
                   m.alias.c_str(), m.info.arch.c_str(), m.info.device.c_str(), static_cast<long long>(m.info.n_ctx),
                   m.info.kv_type.c_str(), m.info.weight_bytes / 1048576.0, m.info.kv_bytes / 1048576.0, m.info.load_ms);
+    notify_ready(strfmt("serving '%s' on http://%s:%d", m.alias.c_str(), m.opt.host.c_str(), m.port));
 
     {
         std::unique_lock<std::mutex> lk(m.stop_mu);
         m.stop_cv.wait(lk, [&] { return m.stop_requested; });
     }
     JLLM_LOG_INFO("[server] shutting down: cancelling the running generation, refusing queued requests");
+    notify_stopping("shutting down");
     m.state.store(State::Stopping);
     m.queue.wake_all();
     // The watchdog cancels the running generation; wait for its answer to be sent.

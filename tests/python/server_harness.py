@@ -49,7 +49,7 @@ def require_artifacts(model=MODEL):
 
 
 class Server:
-    def __init__(self, *extra, ctx=N_CTX, model=MODEL):
+    def __init__(self, *extra, ctx=N_CTX, model=MODEL, env=None):
         require_artifacts(model)
         self.log = tempfile.NamedTemporaryFile(prefix="jllm-server-", suffix=".log", delete=False)
         args = [binary_path(), "-m", model, "-p", "0", "--host", "127.0.0.1", *extra]
@@ -57,7 +57,8 @@ class Server:
             args += ["-c", str(ctx)]
         if "--threads" not in extra:
             args += ["-t", "2"]
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=None if env is None else {**os.environ, **env})
         self.port = None
         deadline = time.time() + 30
         while time.time() < deadline:
