@@ -233,6 +233,11 @@ public:
     Engine& operator=(const Engine&) = delete;
 
     Status load(const EngineConfig& config);
+    // Only the vocabulary of a GGUF file (a model, or a vocab-only file such as jllm-vocab's or
+    // llama.cpp's ggml-vocab-*.gguf): no weights are mapped and no backend starts. tokenize,
+    // detokenize and vocab_size work after it; generate and the rest need load().
+    Status load_vocabulary(const std::string& path);
+    int64_t vocab_size() const;  // tokens of the loaded vocabulary (0: none)
     void unload();
     bool loaded() const;
 

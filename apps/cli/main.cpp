@@ -155,6 +155,34 @@ jllm::OutputConstraint output_constraint(const CliOptions& o) {
     return c;
 }
 
+// --tokenize / --detokenize: the vocabulary alone (a model or a vocab-only GGUF), no weights, no
+// load banner.
+int run_vocab(const CliOptions& o) {
+    jllm::Engine engine;
+    const jllm::Status st = engine.load_vocabulary(o.engine.config.model_path);
+    if (!st.ok) fail(st.message);
+    if (o.tokenize) {
+        std::string text = o.file.empty() ? o.prompt : read_text_file(o.file);
+        std::vector<int32_t> ids = engine.tokenize(text, o.special, false);
+        for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+        std::printf("\n");
+        return 0;
+    }
+    std::istringstream in(o.file.empty() ? o.prompt : read_text_file(o.file));
+    std::vector<int32_t> ids;
+    std::string tokstr;
+    while (in >> tokstr) {
+        char* end = nullptr;
+        const long v = std::strtol(tokstr.c_str(), &end, 10);
+        if (*end != '\0' || v < 0 || v >= engine.vocab_size()) fail("invalid token id '" + tokstr + "'");
+        ids.push_back(static_cast<int32_t>(v));
+    }
+    const std::string text = engine.detokenize(ids);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::printf("\n");
+    return 0;
+}
+
 int run_generate(const CliOptions& o) {
     (void)output_constraint(o);  // a grammar that does not compile fails before the load
     jllm::EngineConfig cfg = o.engine.config;
@@ -175,29 +203,6 @@ int run_generate(const CliOptions& o) {
                  mi.device.c_str());
     print_prefixed(engine.memory_report().table());
     g_engine.store(&engine);
-
-    if (o.tokenize) {
-        std::string text = o.file.empty() ? o.prompt : read_text_file(o.file);
-        std::vector<int32_t> ids = engine.tokenize(text, o.special, false);
-        for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
-        std::printf("\n");
-        return 0;
-    }
-    if (o.detokenize) {
-        std::istringstream in(o.file.empty() ? o.prompt : read_text_file(o.file));
-        std::vector<int32_t> ids;
-        std::string tokstr;
-        while (in >> tokstr) {
-            char* end = nullptr;
-            const long v = std::strtol(tokstr.c_str(), &end, 10);
-            if (*end != '\0' || v < 0 || v >= mi.n_vocab) fail("invalid token id '" + tokstr + "'");
-            ids.push_back(static_cast<int32_t>(v));
-        }
-        const std::string text = engine.detokenize(ids);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::printf("\n");
-        return 0;
-    }
 
     const bool use_chat = !o.raw;
     jllm::GenerateRequest base;
@@ -348,6 +353,7 @@ int main(int argc, char** argv) {
             return 2;
         }
         if (o.info) return run_info(o);
+        if (o.tokenize || o.detokenize) return run_vocab(o);
         if (!o.session.empty() && o.engine.config.kv_dir.empty()) {
             std::fprintf(stderr, "jetson-llm: error: --session needs --kv-dir (where the session's snapshot lives)\n");
             return 2;

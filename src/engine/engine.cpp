@@ -222,6 +222,21 @@ Status Engine::load(const EngineConfig& config) {
     return Status::success();
 }
 
+Status Engine::load_vocabulary(const std::string& path) {
+    unload();
+    Impl& m = *impl_;
+    try {
+        m.file = GgufFile::open(path);
+        m.tok = Tokenizer::from_gguf(*m.file);
+    } catch (const std::exception& e) {
+        unload();
+        return Status::error(e.what());
+    }
+    return Status::success();
+}
+
+int64_t Engine::vocab_size() const { return impl_->tok ? impl_->tok->n_vocab() : 0; }
+
 std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_special, bool add_bos) const {
     if (!impl_->tok) return {};
     try {
