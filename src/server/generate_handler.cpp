@@ -55,7 +55,8 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
     job->id = make_response_id(kind);
     job->session_id = pr->session_id;
     job->deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
-    job->fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+    job->peer.fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+    job->peer.http11 = req.version == "HTTP/1.1";
 
     const uint64_t ticket = queue.enter();
     if (ticket == 0) {
@@ -120,7 +121,7 @@ std::optional<ApiError> HttpServer::Impl::tokenize_prompt(ParsedRequest& pr) {
 
 // Waits in the queue until the engine is this request's; false (answered) when the server stops,
 // the deadline passes or the client hangs up first.
-bool HttpServer::Impl::wait_turn(const Job& job, uint64_t ticket, httplib::Response& res) {
+bool HttpServer::Impl::wait_turn(Job& job, uint64_t ticket, httplib::Response& res) {
     while (!queue.wait_turn(ticket, std::chrono::milliseconds(50))) {
         if (state.load() == State::Stopping) {
             send_error(res, unavailable("the server is shutting down", "shutting_down", 5));
@@ -131,7 +132,7 @@ bool HttpServer::Impl::wait_turn(const Job& job, uint64_t ticket, httplib::Respo
             send_error(res, unavailable("timed out waiting for the engine (--timeout)", "timeout", 1));
             return false;
         }
-        if (connection_closed(job.fd)) {
+        if (client_gone(job.peer, /*may_probe=*/true, /*writes_tell=*/false)) {
             metrics.count_disconnect();
             res.status = 499;  // client closed the request; nobody reads this answer
             return false;
@@ -192,6 +193,7 @@ void HttpServer::Impl::stream(const ResponseShape& shape, const std::shared_ptr<
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, job, pr, turn, shape](size_t, httplib::DataSink& sink) -> bool {
+            job->response_started.store(true);  // the headers are out
             try {
                 SseStream sse(shape, pr->logprobs, pr->top_logprobs > 0,
                               [&sink](const char* data, size_t size) { return sink.write(data, size); });

@@ -15,12 +15,14 @@
 #include <thread>
 #include <utility>
 
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "server/api_error.h"
 #include "server/connection_watch.h"
+#include "server/half_closed.h"
 #include "server/json_util.h"
 #include "server/server_impl.h"
 #include "server/service_notify.h"
@@ -30,6 +32,11 @@ namespace jllm::server {
 namespace {
 
 constexpr int LISTEN_BACKLOG = 1024;  // pending connections the kernel keeps for accept()
+constexpr size_t LARGE_BODY = 1u << 20;  // after a body this large, free heap pages go back
+
+// Set by read_body on the worker thread that serves the request; read by the logger, which runs
+// on the same thread after the response has been written.
+thread_local bool t_large_body = false;
 
 std::string endpoint_label(const std::string& path) {
     static const char* known[] = {"/health", "/v1/models", "/models", "/v1/chat/completions", "/chat/completions",
@@ -116,6 +123,9 @@ int HttpServer::run() {
     std::thread watchdog([&m] { m.watchdog_loop(); });
     auto finish = [&](int code) {
         m.http.stop();
+        // Idle keep-alive connections would hold the listener's workers for their idle timeout.
+        const int idle = m.port > 0 ? shut_down_reads(m.port) : 0;
+        if (idle > 0) JLLM_LOG_DEBUG("[server] closed %d idle connection(s)", idle);
         listener.join();
         m.watchdog_stop.store(true);
         watchdog.join();
@@ -177,7 +187,8 @@ void HttpServer::Impl::watchdog_loop() {
             reason = SHUTDOWN;
         } else if (Clock::now() > active->deadline) {
             reason = TIMEOUT;
-        } else if (connection_closed(active->fd)) {
+        } else if (client_gone(active->peer, /*may_probe=*/!active->response_started.load(),
+                               /*writes_tell=*/active->response_started.load())) {
             reason = DISCONNECT;
         }
         if (reason != NONE) {
@@ -234,6 +245,7 @@ bool HttpServer::Impl::read_body(const httplib::ContentReader& reader, httplib::
         body.append(data, len);
         return true;
     });
+    t_large_body = too_big || body.size() >= LARGE_BODY;
     if (too_big || res.status == 413) {
         ApiError e = invalid_request(strfmt("the request body is larger than %zu bytes", opt.max_body_bytes), "",
                                      "payload_too_large");
@@ -299,8 +311,16 @@ void HttpServer::Impl::setup_routes() {
         JLLM_LOG_ERROR("[server] handler fault: %s", what.c_str());
         send_error(res, internal_error("internal error: " + what));
     });
+    // A client that half-closed after its request still gets the answer (see half_closed.h).
+    http.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+        deliver_to_half_closed(req, res);
+    });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
         metrics.count_request(endpoint_label(req.path), res.status);
+#ifdef __GLIBC__
+        if (t_large_body) malloc_trim(0);  // the request's freed heap pages go back to the system
+#endif
+        t_large_body = false;
         JLLM_LOG_DEBUG("[server] %s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
     });
 

@@ -18,6 +18,7 @@
 
 #include "jllm_engine.h"
 #include "server/api_error.h"
+#include "server/connection_watch.h"
 #include "server/http_server.h"
 #include "server/json_util.h"
 #include "server/metrics.h"
@@ -37,7 +38,8 @@ using Clock = std::chrono::steady_clock;
 struct Job {
     std::string id;
     std::string session_id;
-    int fd = -1;                    // the client's socket, for hang-up polls (-1: unknown)
+    PeerWatch peer;                 // the client's socket, for hang-up polls (fd -1: unknown)
+    std::atomic<bool> response_started{false};  // a stream's headers are out: its writes notice a reset
     Clock::time_point deadline;
     std::atomic<int> cancel_reason{NONE};
 };
@@ -102,7 +104,7 @@ struct HttpServer::Impl {
     void handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
                          ResponseKind kind);
     std::optional<ApiError> tokenize_prompt(ParsedRequest& pr);
-    bool wait_turn(const Job& job, uint64_t ticket, httplib::Response& res);
+    bool wait_turn(Job& job, uint64_t ticket, httplib::Response& res);
     void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
     void checkpoint_and_release(Turn& turn);

@@ -170,7 +170,8 @@ void HttpServer::Impl::handle_slot_action(const httplib::Request& req, const std
     }
     Job job;
     job.deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
-    job.fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+    job.peer.fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+    job.peer.http11 = req.version == "HTTP/1.1";
     const uint64_t ticket = queue.enter();
     if (ticket == 0) return send_error(res, unavailable("the server is busy (--max-queue)", "queue_full", 1));
     Turn turn(queue, ticket);
