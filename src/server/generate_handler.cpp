@@ -236,6 +236,7 @@ GenerateResult HttpServer::Impl::run_generation(const std::shared_ptr<Job>& job,
         std::lock_guard<std::mutex> lk(active_mu);
         active = job;
     }
+    t_generated = true;
     GenerateResult r = engine.generate(gen, [&](const Piece& p) {
         if (job->cancel_reason.load() != NONE) return false;
         return cb(p);

@@ -57,6 +57,10 @@ struct Turn {
     }
 };
 
+// Set on the worker thread whose request ran a generation: its freed memory is trimmed after the
+// answer (http_server.cpp's logger).
+extern thread_local bool t_generated;
+
 void send_error(httplib::Response& res, const ApiError& e);
 void send_json(httplib::Response& res, const Json& j, int status = 200);
 
