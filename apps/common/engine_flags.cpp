@@ -98,7 +98,7 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
         app.add_option_function<int64_t>(
                "--seed", [&s](int64_t v) { s.seed = v < 0 ? SamplingParams{}.seed : static_cast<uint64_t>(v); },
                sampling_help("Random seed (-1: random)", d))
-            ->check(CLI::Range(int64_t{-1}, INT64_MAX));
+            ->default_str("-1")->check(CLI::Range(int64_t{-1}, INT64_MAX));
     }
 }
 
