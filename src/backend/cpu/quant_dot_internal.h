@@ -17,6 +17,10 @@ VecDotFn vec_dot_avx512(GgmlType w_type);
 QuantizeActFn quantize_act_avx512(GgmlType act_type);
 
 VecDotFn vec_dot_neon(GgmlType w_type);  // nullptr when not built for aarch64
+// The NEON kernels with (`sdot`: Armv8.2-A vdotq_s32) or without the dot-product instructions;
+// vec_dot_neon picks by neon_has_sdot() (the CPU's HWCAP_ASIMDDP). For the tests.
+VecDotFn vec_dot_neon_variant(GgmlType w_type, bool sdot);
+bool neon_has_sdot();
 QuantizeActFn quantize_act_neon(GgmlType act_type);
 
 // Unpacks the 12-byte Q4_K / Q5_K scale field into 8 scales (bytes 0..7) and 8 mins

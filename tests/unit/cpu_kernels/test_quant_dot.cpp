@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_dot.h"
+#include "backend/cpu/quant_dot_internal.h"
 #include "kernel_test_util.h"
 
 namespace jllm {
@@ -107,6 +108,47 @@ TEST_P(QuantDot, MatchesFloatReferenceAndScalar) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantDot, testing::ValuesIn(all_cases()), case_name);
+
+// Both NEON builds of the kernels (with the Armv8.2-A dot product and without), whichever the
+// CPU picks at run time: the same integer sums, so bit-identical to each other, and within float
+// summation order of the scalar kernel. The level test above runs only the variant picked.
+TEST(QuantDotNeon, BothVariantsMatchScalar) {
+    if (!simd_level_supported(SimdLevel::Neon)) GTEST_SKIP() << "not an aarch64 CPU";
+    if (!cpu_detail::neon_has_sdot()) GTEST_SKIP() << "the CPU has no dot-product instructions";
+    std::mt19937 rng(99);
+    for (GgmlType type : kTypes) {
+        const QuantDotKernel* ks = quant_dot_kernel(type, SimdLevel::Scalar);
+        const VecDotFn base = cpu_detail::vec_dot_neon_variant(type, false);
+        const VecDotFn sdot = cpu_detail::vec_dot_neon_variant(type, true);
+        ASSERT_NE(base, nullptr) << type_name(type);
+        ASSERT_NE(sdot, nullptr) << type_name(type);
+        for (int64_t sb : kSuperBlocks) {
+            const int64_t n = sb * 256;
+            const std::vector<uint8_t> wq = random_weight_row(type, n, rng);
+            const std::vector<float> w = dequantize(type, wq.data(), n);
+            const size_t arow = act_row_size(type, n);
+            std::vector<uint8_t> act(arow * VEC_DOT_MAX_ACT);
+            std::vector<std::vector<float>> xs;
+            for (int t = 0; t < VEC_DOT_MAX_ACT; t++) {
+                xs.push_back(random_activations(n, rng));
+                if (ks->quantize_act) {
+                    ks->quantize_act(xs[t].data(), act.data() + t * arow, n);
+                } else {
+                    std::memcpy(act.data() + t * arow, xs[t].data(), arow);
+                }
+            }
+            float got_s[VEC_DOT_MAX_ACT], got_b[VEC_DOT_MAX_ACT], got_d[VEC_DOT_MAX_ACT];
+            ks->vec_dot(n, wq.data(), act.data(), arow, VEC_DOT_MAX_ACT, got_s);
+            base(n, wq.data(), act.data(), arow, VEC_DOT_MAX_ACT, got_b);
+            sdot(n, wq.data(), act.data(), arow, VEC_DOT_MAX_ACT, got_d);
+            for (int t = 0; t < VEC_DOT_MAX_ACT; t++) {
+                EXPECT_EQ(got_b[t], got_d[t]) << type_name(type) << " n=" << n << " t=" << t;
+                const double tight = 2e-6 * abs_dot(w, xs[t].data()) + 1e-7;
+                EXPECT_NEAR(got_b[t], got_s[t], tight) << type_name(type) << " n=" << n << " t=" << t;
+            }
+        }
+    }
+}
 
 // A hand-checked case: Q8_0 weights of all ones with d = 1 against activations 0..31.
 TEST(QuantDotExact, Q8_0OnesTimesRamp) {
