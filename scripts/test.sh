@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # scripts/test.sh — README command 2: configure, build, install the library and build
-# examples/embed against it, run every test suite (ctest, Python golden checks) and a 60-second
-# fuzz smoke run of the GGUF reader. Logs each stage's time.
-# Env: JOBS (default 2), FUZZ_SECONDS (default 60; 0 skips), JLLM_CMAKE_ARGS.
+# examples/embed against it, run every test suite (ctest, the Python suites), a 2-minute soak of
+# the server, the portability builds (aarch64 under qemu, g++-11, CUDA 12.6 for sm_87) and a
+# 60-second fuzz smoke run of the GGUF reader. Logs each stage's time (docs/testing.md).
+# Env: JOBS (default 2), FUZZ_SECONDS (default 60; 0 skips), SOAK_SECONDS (default 120),
+# SKIP_STAGES (e.g. "aarch64 gcc11"; CI runs every stage), JLLM_CMAKE_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+SOAK_SECONDS=${SOAK_SECONDS:-120}
+SKIP_STAGES=${SKIP_STAGES:-}
+skipped() { [[ " $SKIP_STAGES " == *" $1 "* ]] && echo "[test.sh] stage '$1' skipped (SKIP_STAGES)"; }
 t_start=$(date +%s)
 stage_t=$t_start
 stage() {
@@ -15,7 +20,7 @@ stage() {
   stage_t=$now
 }
 
-scripts/deps.sh
+scripts/deps.sh --portability
 stage deps
 scripts/fetch_model.sh smollm2 qwen2.5-0.5b
 stage model
@@ -47,6 +52,32 @@ stage ctest
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   python3 -m pytest -q tests/python
   stage pytest
+fi
+if ! skipped soak && [ "$SOAK_SECONDS" != 0 ]; then
+  # The server under the home-assistant mix (scripts/soak.sh; the report in build/soak/).
+  scripts/soak.sh models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --duration "$SOAK_SECONDS" \
+    --cache-ram 16 --out build/soak > build/soak.log 2>&1 || { cat build/soak.log; exit 1; }
+  sed -n '/^# Soak report/,/^| all (mix)/p' build/soak.log
+  stage soak
+fi
+if ! skipped aarch64; then
+  if [ "$(uname -m)" = x86_64 ]; then
+    scripts/cross_test.sh "$JOBS"
+  else
+    echo "[test.sh] on $(uname -m) the unit suites above ran natively; no cross-build"
+  fi
+  stage aarch64
+fi
+if ! skipped gcc11; then
+  # JetPack 6's compiler: the whole tree but the CUDA files (stage cuda126 has those), -Werror.
+  CC=gcc-11 CXX=g++-11 cmake -S . -B build-gcc11 -G Ninja -DCMAKE_BUILD_TYPE=Release -DJLLM_CUDA=OFF \
+    -DCMAKE_C_FLAGS=-Werror -DCMAKE_CXX_FLAGS=-Werror >/dev/null
+  cmake --build build-gcc11 -j"$JOBS"
+  stage gcc11
+fi
+if ! skipped cuda126 && command -v nvcc >/dev/null; then
+  scripts/check_cuda126.sh "$JOBS"
+  stage cuda126
 fi
 if [ "$FUZZ_SECONDS" != 0 ]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
