@@ -91,7 +91,11 @@ class Target:
             cmd = [binary, "-m", args.model, "-p", "0", "--host", "127.0.0.1", "-c", str(args.ctx),
                    "--cache-ram", str(args.cache_ram), *args.server_arg]
             self.log = open(self.log_path, "w")
-            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+            # As the systemd unit runs it: no per-thread malloc caches (--keep-tcache: glibc's default).
+            env = dict(os.environ)
+            if not args.keep_tcache and "tcache_count" not in env.get("GLIBC_TUNABLES", ""):
+                env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), "glibc.malloc.tcache_count=0"]))
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
             self.pid, self.host, self.port = self.proc.pid, "127.0.0.1", None
             deadline = time.time() + 300
             while time.time() < deadline:
@@ -201,14 +205,21 @@ class Soak:
                                  self.session_ram_mb()))
             self.stop_sampling.wait(self.args.sample_every)
 
-    def session_ram_mb(self):
-        """The server's session snapshots in host RAM (MB, from /metrics), bounded by --cache-ram."""
+    def server_metric_mb(self, *names):
+        """Gauges from the server's /metrics, in MB (None each where absent)."""
         try:
             status, data = self.t.request("GET", "/metrics", timeout=10)
         except OSError:
-            return None
-        m = re.search(rb"^jllm_session_ram_bytes (\S+)$", data, re.M) if status == 200 else None
-        return float(m.group(1)) / 2 ** 20 if m else None
+            return [None] * len(names)
+        out = []
+        for name in names:
+            m = re.search(rb"^" + name.encode() + rb" (\S+)$", data, re.M) if status == 200 else None
+            out.append(float(m.group(1)) / 2 ** 20 if m else None)
+        return out
+
+    def session_ram_mb(self):
+        """The server's session snapshots in host RAM (MB, from /metrics), bounded by --cache-ram."""
+        return self.server_metric_mb("jllm_session_ram_bytes")[0]
 
     def record(self, kind, start, ok, detail=""):
         self.results.append((start - self.t0, kind, time.time() - start, ok, detail))
@@ -391,10 +402,10 @@ class Soak:
                     out = (False, "%s: %s" % (type(e).__name__, e))
                 if out is not None:
                     self.record(name, start, *out)
-                sess = self.session_ram_mb()
+                sess, in_use = self.server_metric_mb("jllm_session_ram_bytes", "jllm_heap_in_use_bytes")
                 rss, fds, threads, anon, _ = self.t.sample(detail=True)
                 self.quiet.append((time.time() - self.t0, fds, threads, None if anon is None else anon - (sess or 0),
-                                   name == kinds[-1][0]))
+                                   name == kinds[-1][0], None if in_use is None else in_use - (sess or 0)))
             it += 1
             if a.burst_every > 0 and time.time() >= next_burst and (deadline is None or time.time() < deadline - 5):
                 self.burst()
@@ -435,6 +446,11 @@ class Soak:
         heap = [(q[0], q[3]) for q in self.quiet if q[0] >= a.warmup and q[3] is not None and q[4] and
                 not any(lo <= q[0] <= hi for lo, hi in self.excluded)]
         heap_slope = slope_per_hour(heap)
+        # The allocator's in-use bytes less the snapshots: growth here is live memory (a leak or a
+        # growing structure); growth of `heap` alone is memory kept free inside the arenas.
+        in_use = [(q[0], q[5]) for q in self.quiet if len(q) > 5 and q[5] is not None and q[0] >= a.warmup and
+                  q[4] and not any(lo <= q[0] <= hi for lo, hi in self.excluded)]
+        in_use_slope = slope_per_hour(in_use)
         file_slope = slope_per_hour([(s[0], s[6]) for s in warm if s[6] is not None])
         sess = [s[7] for s in self.samples if s[7] is not None]
         quiet_warm = [q for q in self.quiet if q[0] >= a.warmup and q[1] is not None]
@@ -480,8 +496,10 @@ class Soak:
         else:
             check("RSS slope after warm-up", heap_slope < a.max_slope,
                   "%+.2f MB/h over %d samples (limit %.1f MB/h): anonymous RSS less session snapshots; "
-                  "whole RSS %+.1f MB/h, mapped model %+.1f MB/h, session snapshots up to %.1f MB"
-                  % (heap_slope, len(heap), a.max_slope, rss_slope or 0, file_slope or 0, max(sess) if sess else 0))
+                  "whole RSS %+.1f MB/h, mapped model %+.1f MB/h, session snapshots up to %.1f MB, "
+                  "allocator in-use bytes less snapshots %s MB/h"
+                  % (heap_slope, len(heap), a.max_slope, rss_slope or 0, file_slope or 0, max(sess) if sess else 0,
+                     "n/a" if in_use_slope is None else "%+.2f" % in_use_slope))
         if fds_first is not None:
             check("open fds flat", fds_last <= fds_first + a.fd_slack,
                   "%g after warm-up, %g at the end (slack %d)" % (fds_first, fds_last, a.fd_slack))
@@ -515,6 +533,9 @@ class Soak:
                        "slope_mb_per_h": rss_slope, "heap_slope_mb_per_h": heap_slope,
                        "mapped_slope_mb_per_h": file_slope,
                        "heap_after_warmup": heap[0][1] if heap else None, "heap_end": heap[-1][1] if heap else None,
+                       "in_use_slope_mb_per_h": in_use_slope,
+                       "in_use_after_warmup": in_use[0][1] if in_use else None,
+                       "in_use_end": in_use[-1][1] if in_use else None,
                        "mapped_end": self.samples[-1][6] if self.samples else None,
                        "session_snapshots_max": max(sess) if sess else None},
             "fds": {"after_warmup": fds_first, "end": fds_last},
@@ -642,6 +663,8 @@ def main():
     p.add_argument("--cache-ram", type=int, default=128, help="--cache-ram (MiB) for a server started here")
     p.add_argument("--server", help="jetson-llm-server binary (default build/apps/server/jetson-llm-server)")
     p.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
+    p.add_argument("--keep-tcache", action="store_true",
+                   help="start the server with glibc's per-thread malloc caches (the unit turns them off)")
     p.add_argument("--url", help="soak a server already running there instead")
     p.add_argument("--pid", type=int, help="with --url: the server's process id, for RSS/fds/threads")
     p.add_argument("--api-key", default=os.environ.get("JLLM_API_KEY"), help="bearer key (env JLLM_API_KEY)")

@@ -1,6 +1,7 @@
 // server/metrics.cpp — accumulation and Prometheus text rendering.
 #include "server/metrics.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -88,6 +89,15 @@ std::string Metrics::render(const GaugeSnapshot& g) const {
     metric(o, "jllm_model_weight_bytes", "gauge", "Bytes of model weights.", g.weight_bytes);
     metric(o, "jllm_kv_cache_bytes", "gauge", "Bytes of the KV cache pool.", g.kv_bytes);
     metric(o, "jllm_process_resident_bytes", "gauge", "Resident set size of the server process.", g.rss_bytes);
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+    // What the allocator has handed out (a leak grows this) beside what it keeps free inside its
+    // arenas (fragmentation grows that): RSS alone cannot tell the two apart.
+    const struct mallinfo2 mi = mallinfo2();
+    metric(o, "jllm_heap_in_use_bytes", "gauge", "Heap bytes allocated and not freed (glibc: uordblks + hblkhd).",
+           static_cast<uint64_t>(mi.uordblks + mi.hblkhd));
+    metric(o, "jllm_heap_free_bytes", "gauge", "Free bytes the allocator keeps in its arenas (glibc: fordblks).",
+           static_cast<uint64_t>(mi.fordblks));
+#endif
     const SessionCacheStats& s = g.sessions;
     family(o, "jllm_session_cache_requests_total", "counter",
            "Generations by where their reused prompt tokens came from (none: nothing reused).");

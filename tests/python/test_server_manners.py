@@ -43,6 +43,9 @@ def test_memory_returns_after_large_bodies(srv):
           % (steady / 1e6, after_burst / 1e6, after_big / 1e6))
     assert after_burst <= steady * 1.10, (steady, after_burst)
     assert after_big <= steady * 1.10, (steady, after_big)
+    # The allocator's own view (glibc): what is handed out, and what it keeps free.
+    m = srv.metrics()
+    assert m["jllm_heap_in_use_bytes"] > 0 and m["jllm_heap_free_bytes"] >= 0
 
 
 def raw_half_closed(port, body, timeout=60):
