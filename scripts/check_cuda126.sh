@@ -30,7 +30,10 @@ if [ ! -x "$CACHE/nvidia/cuda_nvcc/bin/ptxas" ]; then
 fi
 N="$CACHE/nvidia"
 PTXAS="$N/cuda_nvcc/bin/ptxas"
-"$PTXAS" --version | grep -q "release 12.6" || { echo "check_cuda126: $PTXAS is not CUDA 12.6" >&2; exit 1; }
+# (The version is read first: grep -q would stop reading early, and pipefail would count the
+# writer's SIGPIPE as a failure.)
+ptxas_version=$("$PTXAS" --version)
+grep -q "release 12.6" <<<"$ptxas_version" || { echo "check_cuda126: $PTXAS is not CUDA 12.6" >&2; exit 1; }
 
 OUT=build-cuda126
 mkdir -p "$OUT/generated"

@@ -14,7 +14,8 @@ cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
   -DJLLM_CUDA=OFF -DJLLM_BUILD_SERVER=OFF -DJLLM_BUILD_BENCH=OFF >/dev/null
 cmake --build build-aarch64 -j"$JOBS"
-file build-aarch64/tests/test_cpu_kernels | grep -q "ARM aarch64" ||
+kind=$(file build-aarch64/tests/test_cpu_kernels)
+grep -q "ARM aarch64" <<<"$kind" ||
   { echo "cross_test: the test binaries are not aarch64" >&2; exit 1; }
 # Under qemu-user. Debian 12's qemu-user (7.2) hangs here at the first thread a guest program
 # creates (before its clone call), so the suites that start threads (the thread pool, matmul and
