@@ -19,6 +19,13 @@
 namespace jllm {
 
 
+// Speculative decoding (docs/speculative.md): drafted tokens checked by one batched forward of
+// the model. Auto: prompt lookup, and the draft model when one is loaded, each used while its
+// measured acceptance and the measured forward costs say it pays; Ngram / Draft: that drafter
+// whenever it has a proposal; Off: one token per forward.
+enum class SpecMode { Auto, Ngram, Draft, Off };
+const char* spec_mode_name(SpecMode m);  // "auto", "ngram", "draft", "off"
+
 struct EngineConfig {
     std::string model_path;
     DeviceKind device = DeviceKind::Auto;
@@ -43,6 +50,13 @@ struct EngineConfig {
     // (llama-server's --cache-reuse). Not exact: a chunk's K/V were computed after the old tokens.
     // 0: off.
     int cache_reuse = 0;
+    // Speculative decoding. draft_model_path: a smaller model with the same vocabulary (its
+    // weights, KV and scratch are budgeted with the model's; load() refuses it with the numbers
+    // when it does not fit). draft_max: tokens drafted per forward at most (1..16); the length
+    // adapts to the recent acceptance below that.
+    SpecMode spec = SpecMode::Auto;
+    std::string draft_model_path;
+    int draft_max = 8;
 };
 
 struct Status {
@@ -196,6 +210,15 @@ struct GenerateStats {
     float peak_temperature_c = -1.0f;  // < 0: unknown
     int oom_events = 0;
     int thermal_events = 0;
+    // Speculative decoding: forward passes of the decode (one per verified batch or plain step),
+    // tokens proposed and accepted per drafter (prompt lookup, draft model), and the draft
+    // model's time (its prompt and its drafting steps; part of decode_ms).
+    int decode_forwards = 0;
+    int ngram_drafted = 0, ngram_accepted = 0;
+    int model_drafted = 0, model_accepted = 0;
+    double draft_ms = 0;
+    int drafted() const { return ngram_drafted + model_drafted; }
+    int accepted() const { return ngram_accepted + model_accepted; }
 };
 
 struct GenerateResult {
@@ -218,6 +241,10 @@ struct ModelInfo {
     uint64_t decode_weight_bytes = 0;
     std::string kv_type;
     double load_ms = 0;
+    // Speculative decoding as loaded: the mode, and the draft model's path and name (empty: none).
+    std::string spec;
+    std::string draft_path, draft_name;
+    int draft_max = 0;
 };
 
 // The description behind `jetson-llm --info` of a GGUF file: architecture, name, the
@@ -261,7 +288,9 @@ public:
     // Throughput primitive (jllm-bench): cuts the resident sequence to its first `n_past` tokens,
     // then runs `tokens` through the model in batches, last-token logits only, no sampling and
     // no text. A prompt prefill is one call; a decode step is a call with one token.
-    Status forward_tokens(const std::vector<int32_t>& tokens, int n_past);
+    // all_logits: logits of every token, in one batch of at most draft_max + 1 tokens
+    // (speculative decoding's verification forward).
+    Status forward_tokens(const std::vector<int32_t>& tokens, int n_past, bool all_logits = false);
 
     void cancel();                  // any thread: the running generate stops soon (`cancelled`)
     ModelInfo model_info() const;   // any thread

@@ -27,6 +27,7 @@ struct MemoryReport {
     int64_t kv = 0;              // KV cache pool
     int64_t scratch = 0;         // activation / scratch pool
     int64_t sessions = 0;        // session snapshots in host RAM, at most (--cache-ram)
+    int64_t draft = 0;           // the draft model (--draft): its weights, KV and scratch
     int64_t margin = 0;          // --mem-margin
     int64_t free = 0;            // what is left (may be negative only if the report is of a refusal)
     int64_t cap = 0;             // --max-memory, 0 = none
@@ -44,7 +45,7 @@ struct MemoryReport {
     double oom_check_interval_ms = 0;
     double oom_read_us = 0;          // measured cost of one MemAvailable read
 
-    int64_t ours() const { return runtime + model + kv + scratch + sessions; }
+    int64_t ours() const { return runtime + model + kv + scratch + sessions + draft; }
     std::string table() const;       // the load-time table, one row per line
 };
 

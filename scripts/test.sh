@@ -22,7 +22,7 @@ stage() {
 
 scripts/deps.sh --portability
 stage deps
-scripts/fetch_model.sh smollm2 qwen2.5-0.5b
+scripts/fetch_model.sh smollm2 qwen2.5-0.5b qwen2.5-1.5b
 stage model
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${JLLM_CMAKE_ARGS:-} >/dev/null
 cmake --build build -j"$JOBS"

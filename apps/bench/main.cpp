@@ -24,6 +24,7 @@
 
 #include "engine_flags.h"
 #include "jllm.h"
+#include "workload.h"
 #include "jllm_version.h"
 
 namespace {
@@ -89,6 +90,7 @@ struct Row {
     double median = 0, lo = 0, hi = 0;
     double gbps = 0;       // decode rows: effective GB/s at the median
     double bw_share = -1;  // fraction of the reference bandwidth, < 0 if none
+    int n_verify = 0;      // verification rows: tokens per forward (t/s counts those tokens)
 };
 
 double median_of(std::vector<double> v) {
@@ -118,7 +120,7 @@ std::string json_escape(const std::string& s) {
 int main(int argc, char** argv) {
     CLI::App app{"jllm-bench: prefill and decode throughput of a GGUF model (llama-bench style)"};
     jllm::flags::EngineFlags f;
-    std::string pp = "512", tg = "128", depth = "0", out = "md";
+    std::string pp = "512", tg = "128", depth = "0", out = "md", verify;
     int reps = 5;
     double bw = 0;
     bool measure_bw = false;
@@ -126,19 +128,58 @@ int main(int argc, char** argv) {
     jllm::flags::add_engine_flags(app, f, jllm::flags::MODEL | jllm::flags::RUNTIME);
     app.add_option("-p,--n-prompt", pp, "prefill tests: comma-separated prompt lengths (0: none)")->capture_default_str();
     app.add_option("-n,--n-gen", tg, "decode tests: comma-separated token counts (0: none)")->capture_default_str();
+    app.add_option("--verify", verify,
+                   "speculative decoding's verification forwards: comma-separated token counts (1..17), each "
+                   "row 32 forwards returning every token's logits; reported with their cost against a one-token "
+                   "decode step (the tgN row at the same depth)");
     app.add_option("-d,--n-depth", depth, "tokens already in the context before each test, comma-separated")->capture_default_str();
     app.add_option("-r,--repetitions", reps, "measured repetitions per test (plus one warm-up)")->capture_default_str();
     app.add_option("-o,--output", out, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
     app.add_option("--bw", bw, "reference bandwidth in GB/s for the decode rows' share");
     app.add_flag("--measure-bw", measure_bw, "measure the reference bandwidth (host: a >= 1 GiB memcpy on -t threads)");
     app.add_option("--seed", seed, "seed of the random token ids")->capture_default_str();
+    jllm::bench::WorkloadOptions wl;
+    app.add_option("--workload", wl.file,
+                   "speculative decoding on chat prompts instead of the pp/tg tests: a JSON file of [{name, kind, "
+                   "messages, tools?}] (tests/data/speculative/prompts.json), every prompt generated greedily by each "
+                   "--modes mode in turn, rates per kind against --spec off");
+    app.add_option("--draft", wl.draft, "--workload: the draft model of the draft and auto modes");
+    app.add_option("--modes", wl.modes, "--workload: --spec modes, comma-separated (off always runs first)")
+        ->capture_default_str();
+    app.add_option("--tokens", wl.tokens, "--workload: tokens generated per prompt")->capture_default_str()
+        ->check(CLI::Range(2, 4096));
+    app.add_option("--repeat-penalty", wl.repeat_penalty, "--workload: the requests' repeat penalty")
+        ->capture_default_str()->check(CLI::Range(0.0, 10.0));
     app.set_version_flag("--version", std::string(JLLM_VERSION) + " (" + JLLM_GIT_COMMIT + ")");
     CLI11_PARSE(app, argc, argv);
+    if (!wl.file.empty()) {
+        try {
+            wl.config = f.config;
+            wl.config.n_threads = f.config.n_threads > 0 ? f.config.n_threads
+                                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+            if (wl.config.n_ctx == 0) wl.config.n_ctx = 2048;
+            wl.reps = reps;
+            return jllm::bench::run_workload(wl);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "jllm-bench: %s\n", e.what());
+            return 1;
+        }
+    }
+    if (!wl.draft.empty()) {
+        std::fprintf(stderr, "jllm-bench: --draft is for --workload\n");
+        return 2;
+    }
 
     try {
         const std::vector<int> pps = parse_int_list(pp, "-p");
         const std::vector<int> tgs = parse_int_list(tg, "-n");
         const std::vector<int> depths = parse_int_list(depth, "-d");
+        const std::vector<int> verifies = parse_int_list(verify, "--verify");
+        int max_verify = 0;
+        for (int v : verifies) {
+            if (v < 1 || v > 17) throw std::runtime_error("--verify: token counts are 1..17");
+            max_verify = std::max(max_verify, v);
+        }
         if (reps < 1) throw std::runtime_error("-r must be >= 1");
         const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         const int n_threads = f.config.n_threads > 0 ? f.config.n_threads : hw;
@@ -149,11 +190,16 @@ int main(int argc, char** argv) {
         for (int d : depths) {
             for (int p : pps) need_ctx = std::max(need_ctx, d + p);
             for (int n : tgs) need_ctx = std::max(need_ctx, d + n + 1);
+            need_ctx = std::max(need_ctx, d + max_verify);
         }
         jllm::Engine engine;
         jllm::EngineConfig cfg = f.config;
         cfg.n_threads = n_threads;
         cfg.n_ctx = need_ctx;
+        if (max_verify > 0) {  // the verification rows' logits
+            cfg.spec = jllm::SpecMode::Ngram;
+            cfg.draft_max = std::max(1, max_verify - 1);
+        }
         const jllm::Status st = engine.load(cfg);
         if (!st.ok) throw std::runtime_error(st.message);
         const jllm::ModelInfo mi = engine.model_info();
@@ -232,6 +278,27 @@ int main(int argc, char** argv) {
             for (int n : tgs) {
                 if (n > 0) run_test(0, n);
             }
+            constexpr int FORWARDS = 32;
+            for (int v : verifies) {
+                Row r;
+                r.n_verify = v;
+                r.depth = d;
+                r.test = "verify" + std::to_string(v) + (d > 0 ? " @ d" + std::to_string(d) : "");
+                for (int rep = 0; rep <= reps; ++rep) {
+                    engine.clear_cache();
+                    if (d > 0) check(engine.forward_tokens(ids(d), 0));
+                    const std::vector<int32_t> p = ids(v);
+                    const double t0 = now_s();
+                    for (int i = 0; i < FORWARDS; ++i) check(engine.forward_tokens(p, d, true));
+                    const double tps = FORWARDS * v / (now_s() - t0);
+                    if (rep == 0) r.warmup_tps = tps;
+                    else r.tps.push_back(tps);
+                }
+                r.median = median_of(r.tps);
+                r.lo = *std::min_element(r.tps.begin(), r.tps.end());
+                r.hi = *std::max_element(r.tps.begin(), r.tps.end());
+                rows.push_back(r);
+            }
         }
 
         const jllm::MemoryReport mem = engine.memory_report();
@@ -262,6 +329,7 @@ int main(int argc, char** argv) {
                             r.test.c_str(), r.n_prompt, r.n_gen, r.depth, r.median, r.lo, r.hi, r.warmup_tps);
                 for (size_t k = 0; k < r.tps.size(); ++k) std::printf("%s%.3f", k ? ", " : "", r.tps[k]);
                 std::printf("]");
+                if (r.n_verify > 0) std::printf(", \"n_verify\": %d, \"ms_per_forward\": %.4f", r.n_verify, 1000.0 * r.n_verify / r.median);
                 if (r.n_gen > 0) {
                     std::printf(", \"effective_gbps\": %.3f", r.gbps);
                     if (r.bw_share >= 0) std::printf(", \"bandwidth_share\": %.4f", r.bw_share);
@@ -295,6 +363,22 @@ int main(int argc, char** argv) {
                     else std::printf(" — |\n");
                 } else {
                     std::printf(" — | — |\n");
+                }
+            }
+            bool any_verify = false;
+            for (const Row& r : rows) any_verify = any_verify || r.n_verify > 0;
+            if (any_verify) {
+                std::printf("\n| verification | ms per forward | x one-token decode step (tg row at that depth) |\n");
+                std::printf("|---|---:|---:|\n");
+                for (const Row& r : rows) {
+                    if (r.n_verify == 0) continue;
+                    const double ms = 1000.0 * r.n_verify / r.median;
+                    double step = 0;
+                    for (const Row& g : rows) {
+                        if (g.n_gen > 0 && g.depth == r.depth && g.median > 0) step = 1000.0 / g.median;
+                    }
+                    if (step > 0) std::printf("| %s | %.3f | %.2fx |\n", r.test.c_str(), ms, ms / step);
+                    else std::printf("| %s | %.3f | — (no tg row at d%d) |\n", r.test.c_str(), ms, r.depth);
                 }
             }
         }

@@ -90,6 +90,15 @@ void print_stats(const jllm::GenerateResult& r) {
                  s.prefill_ms, s.prefill_tps);
     std::fprintf(stderr, "[engine] Decode: %d tokens in %.1f ms (%.1f tok/s)\n", s.completion_tokens, s.decode_ms,
                  s.decode_tps);
+    if (s.drafted() > 0) {
+        std::fprintf(stderr,
+                     "[engine] Speculative: %d of %d drafted tokens accepted (%.0f%%; prompt lookup %d/%d, draft model "
+                     "%d/%d), %.2f tokens per forward, draft model %.1f ms\n",
+                     s.accepted(), s.drafted(), 100.0 * s.accepted() / s.drafted(), s.ngram_accepted, s.ngram_drafted,
+                     s.model_accepted, s.model_drafted,
+                     s.decode_forwards > 0 ? static_cast<double>(s.completion_tokens - 1) / s.decode_forwards : 0.0,
+                     s.draft_ms);
+    }
     std::fprintf(stderr, "[engine] TTFT: %.1f ms\n", s.ttft_ms);
 }
 

@@ -14,6 +14,8 @@ const std::map<std::string, DeviceKind> DEVICES = {
     {"auto", DeviceKind::Auto}, {"cpu", DeviceKind::Cpu}, {"cuda", DeviceKind::Cuda}};
 const std::map<std::string, WeightPlacement> PLACEMENTS = {
     {"auto", WeightPlacement::Auto}, {"copy", WeightPlacement::Copy}, {"mapped", WeightPlacement::Mapped}};
+const std::map<std::string, SpecMode> SPEC_MODES = {
+    {"auto", SpecMode::Auto}, {"ngram", SpecMode::Ngram}, {"draft", SpecMode::Draft}, {"off", SpecMode::Off}};
 
 // "the default for requests" where the sampling flags are a server's defaults.
 std::string sampling_help(const char* what, bool defaults) {
@@ -76,6 +78,23 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
             ->capture_default_str()->check(CLI::Range(0, 1 << 20));
         app.add_option("--kv-dir-max", c.kv_dir_max_mb, "The --kv-dir files at most (MB; least recently used removed first)")
             ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+    }
+    if (groups & SPEC) {
+        add_enum(app, "--spec", &c.spec, SPEC_MODES, "auto",
+                 "Speculative decoding: auto (prompt lookup, and the --draft model when given, each while it pays), "
+                 "ngram (prompt lookup whenever it finds a match), draft (the --draft model every step), off. "
+                 "Greedy output is the same in every mode; sampled output keeps the model's distribution");
+        app.add_option("--draft,--model-draft", c.draft_model_path,
+                       "Draft model for speculative decoding: a smaller GGUF with the same vocabulary")
+            ->check([](const std::string& v) {
+                const bool number = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+                return number ? "--draft takes a GGUF file; a number of tokens is --draft-max N (llama-server's "
+                                "--draft N)"
+                              : "";
+            });
+        app.add_option("--draft-max,--draft-n", c.draft_max,
+                       "Tokens drafted per forward at most (the length adapts to the acceptance below it)")
+            ->capture_default_str()->check(CLI::Range(1, 16));
     }
     if (groups & SAMPLING) {
         const bool d = sampling_defaults;

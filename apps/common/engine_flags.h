@@ -24,7 +24,8 @@ enum Group : unsigned {
     // -n/--n-predict, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed
     SAMPLING = 1u << 4,
     SESSIONS = 1u << 5,  // --cache-ram, --kv-dir, --kv-dir-max, --cache-reuse
-    ALL = MODEL | CONTEXT | RUNTIME | CHAT | SAMPLING | SESSIONS,
+    SPEC = 1u << 6,      // --spec, --draft (--model-draft), --draft-max (--draft-n)
+    ALL = MODEL | CONTEXT | RUNTIME | CHAT | SAMPLING | SESSIONS | SPEC,
 };
 
 // What the flags set. Fill the defaults a program differs in before add_engine_flags (help

@@ -64,7 +64,9 @@ std::string foreign_flags_help() {
         "llama-server spellings:\n"
         "  mapped:   -np/--parallel 1 (one generation at a time; other values refused),\n"
         "            -ctk/-ctv/--cache-type-k/--cache-type-v q8_0|f16 (= --kv-type int8|fp16),\n"
-        "            -to (= --timeout), --no-mmap (= --weights copy), --cache-reuse N (above)\n"
+        "            -to (= --timeout), --no-mmap (= --weights copy), --cache-reuse N (above),\n"
+        "            -md/--model-draft FILE (= --draft FILE), --draft-n/--draft-max N (= --draft-max N;\n"
+        "            llama-server's --draft N is refused with this hint: --draft takes the file here)\n"
         "  noted:    -fa/--flash-attn [on|off|auto]: attention kernels are the backend's\n";
     for (bool refuse : {false, true}) {
         for (const ForeignFlag& f : FOREIGN_FLAGS) {
@@ -147,6 +149,10 @@ bool filter_foreign_flags(std::vector<std::string>& args) {
         }
         if (a == "-to") {  // llama-server's short spelling (CLI11 short flags are one letter)
             out.push_back("--timeout");
+            continue;
+        }
+        if (a == "-md") {  // llama-server's draft model
+            out.push_back("--model-draft");
             continue;
         }
         if (a == "--no-mmap") {

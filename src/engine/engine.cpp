@@ -21,6 +21,7 @@
 #include "engine/constraint.h"
 #include "engine/env_options.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "engine/tool_calls.h"
 #include "gguf/gguf.h"
@@ -97,6 +98,11 @@ struct Engine::Impl {
     size_t reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id, GenerateStats& st);
     std::shared_ptr<const VocabTrie> vocab_trie;  // the vocabulary's bytes for token masks, built on first use
     std::vector<float> logits;      // [n_vocab] (or [n_batch, n_vocab] for eval)
+    // Speculative decoding: the draft model (none: prompt lookup only), the draft-length tuner,
+    // and the verification forward's logits [draft_max + 1][n_vocab].
+    std::unique_ptr<DraftModel> draft;
+    SpecTuner tuner;
+    std::vector<float> spec_logits;
     std::atomic<bool> cancel{false};
     std::atomic<bool> busy{false};
     ModelInfo info;
@@ -111,7 +117,10 @@ struct Engine::Impl {
     void prefill(const std::vector<int32_t>& tokens, size_t from, float* last_logits);
 
     // The backend goes first: it may hold `logits` pinned (pin_host_buffer).
-    ~Impl() { backend.reset(); }
+    ~Impl() {
+        draft.reset();
+        backend.reset();
+    }
 };
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
@@ -121,7 +130,10 @@ bool Engine::loaded() const { return impl_->backend != nullptr; }
 
 void Engine::unload() {
     Impl& m = *impl_;
+    m.draft.reset();
     m.backend.reset();
+    m.spec_logits = {};
+    m.tuner = SpecTuner{};
     m.vocab_trie.reset();
     m.tok.reset();
     m.weights = ModelWeights{};
@@ -160,13 +172,38 @@ Status Engine::load(const EngineConfig& config) {
         }
         if (n_ctx > 0 && n_ctx < 8) throw JllmError(strfmt("context %d is too small (minimum 8)", n_ctx));
         m.backend->bind_weights(m.weights, config.weights);
+        // Speculative decoding's draft model, on the model's device, before the memory plan.
+        if (config.spec != SpecMode::Off && (config.draft_max < 1 || config.draft_max > SPEC_DRAFT_MAX)) {
+            throw JllmError(strfmt("--draft-max %d: must be 1..%d", config.draft_max, SPEC_DRAFT_MAX));
+        }
+        if (!config.draft_model_path.empty()) {
+            if (config.spec != SpecMode::Auto && config.spec != SpecMode::Draft) {
+                throw JllmError(strfmt("a draft model is loaded only with --spec auto or draft (given: --spec %s)",
+                                       spec_mode_name(config.spec)));
+            }
+            const DeviceKind dd = std::string(m.backend->name()) == "cuda" ? DeviceKind::Cuda : DeviceKind::Cpu;
+            m.draft = std::make_unique<DraftModel>(config.draft_model_path, dd, threads, config.weights, *m.tok);
+        } else if (config.spec == SpecMode::Draft) {
+            throw JllmError("--spec draft needs a draft model (--draft FILE)");
+        }
         // Memory: choose (or refuse) n_ctx from the budget before anything is allocated.
         MemoryBudget budget(BudgetConfig{std::max(config.mem_margin_mb, 0) * MIB,
                                          std::max(config.max_memory_mb, 0) * MIB, config.sysfs_root});
-        n_ctx = plan_context(budget, config, m.mc, m.weights, *m.backend, threads);
+        DraftPlan dp;
+        if (m.draft) dp = DraftPlan{&m.draft->config(), &m.draft->weights(), &m.draft->backend()};
+        n_ctx = plan_context(budget, config, m.mc, m.weights, *m.backend, threads, dp);
         m.n_ctx = n_ctx;
         m.n_batch = std::min(n_ctx, 512);
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
+        if (m.draft) {
+            m.draft->allocate(m.n_ctx, config.kv_type);
+            m.tuner.set_draft_prior(static_cast<double>(m.draft->weights().total_bytes) /
+                                    static_cast<double>(std::max<uint64_t>(1, m.weights.total_bytes)));
+        }
+        if (config.spec != SpecMode::Off) {
+            m.spec_logits.assign(static_cast<size_t>(config.draft_max + 1) * static_cast<size_t>(m.mc.n_vocab), 0.0f);
+            m.backend->pin_host_buffer(m.spec_logits.data(), m.spec_logits.size() * sizeof(float));
+        }
         m.logits.assign(static_cast<size_t>(m.mc.n_vocab), 0.0f);
         m.backend->pin_host_buffer(m.logits.data(), m.logits.size() * sizeof(float));
         m.inv_freq = rope_inv_freq(m.mc, m.weights.rope_freqs.present()
@@ -175,7 +212,8 @@ Status Engine::load(const EngineConfig& config) {
         if (config.cache_reuse < 0) throw JllmError(strfmt("--cache-reuse %d: must be >= 0", config.cache_reuse));
         m.backend->warm_up(SamplingParams{}.top_k);  // first-use costs at load, not in the first request
         m.resident.reserve(static_cast<size_t>(m.n_ctx));  // push_back in decode never reallocates
-        MemoryReport report = finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom);
+        MemoryReport report =
+            finish_memory_plan(budget, config, *m.backend, m.n_ctx, m.oom, m.draft ? &m.draft->backend() : nullptr);
         m.shape = kv_shape(*m.file, m.mc, config.kv_type);
         std::unique_ptr<KvDiskStore> disk;
         if (!config.kv_dir.empty()) {
@@ -216,6 +254,12 @@ Status Engine::load(const EngineConfig& config) {
     }
     info.kv_bytes = static_cast<uint64_t>(Backend::kv_bytes_for(m.mc, m.n_ctx, config.kv_type));
     info.kv_type = kv_type_name(config.kv_type);
+    info.spec = spec_mode_name(config.spec);
+    info.draft_max = config.spec == SpecMode::Off ? 0 : config.draft_max;
+    if (m.draft) {
+        info.draft_path = config.draft_model_path;
+        info.draft_name = m.draft->name();
+    }
     info.load_ms = now_ms() - t0;
     std::lock_guard<std::mutex> lk(m.info_mu);
     m.info = info;
@@ -583,7 +627,7 @@ Status Engine::eval_all_logits(const std::vector<int32_t>& tokens, std::vector<f
     return Status::success();
 }
 
-Status Engine::forward_tokens(const std::vector<int32_t>& tokens, int n_past) {
+Status Engine::forward_tokens(const std::vector<int32_t>& tokens, int n_past, bool all_logits) {
     Impl& m = *impl_;
     if (!m.backend) return Status::error("no model loaded");
     if (n_past < 0 || static_cast<size_t>(n_past) > m.resident.size()) {
@@ -596,10 +640,21 @@ Status Engine::forward_tokens(const std::vector<int32_t>& tokens, int n_past) {
     for (int32_t id : tokens) {
         if (id < 0 || id >= m.mc.n_vocab) return Status::error(strfmt("token id %d out of range", id));
     }
+    const size_t rows = m.spec_logits.size() / static_cast<size_t>(m.mc.n_vocab);
+    if (all_logits && tokens.size() > rows) {
+        return Status::error(strfmt("all logits: at most %zu tokens (--draft-max + 1; none with --spec off), got %zu",
+                                    rows, tokens.size()));
+    }
     try {
         if (static_cast<size_t>(n_past) < m.resident.size()) m.store_resident();
         m.resident.resize(static_cast<size_t>(n_past));
         m.backend->truncate_kv(n_past);
+        if (all_logits) {
+            m.backend->forward(tokens.data(), static_cast<int>(tokens.size()), n_past, LogitsMode::All,
+                               m.spec_logits.data());
+            m.resident.insert(m.resident.end(), tokens.begin(), tokens.end());
+            return Status::success();
+        }
         size_t i = 0;
         while (i < tokens.size()) {
             const size_t n = std::min(tokens.size() - i, static_cast<size_t>(m.n_batch));
@@ -764,6 +819,55 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         } else {
             sel.k = 0;
         }
+        // Speculative decoding: after each sampled token, a draft of what follows (prompt lookup
+        // or the draft model, of the tuner's length) is verified by one forward of the token and
+        // the draft, whose rows' logits are sampled in turn, each against its drafted token.
+        const SpecMode spec = m.cfg.spec;
+        const bool may_ngram = spec == SpecMode::Auto || spec == SpecMode::Ngram;
+        const bool may_model = m.draft && (spec == SpecMode::Auto || spec == SpecMode::Draft);
+        const size_t V = static_cast<size_t>(m.mc.n_vocab);
+        m.tuner.reset_request();
+        std::vector<int32_t> drafts, seq, batch;
+        if (spec != SpecMode::Off) {
+            drafts.reserve(SPEC_DRAFT_MAX);
+            batch.reserve(SPEC_DRAFT_MAX + 1);
+            seq.reserve(static_cast<size_t>(m.n_ctx));
+        }
+        int rows = 0, row = 0;  // verified rows in m.spec_logits; the next token samples `row`
+        DraftSource src = DraftSource::Ngram;
+        auto draft_done = [&](int accepted) {
+            m.tuner.verified(src, static_cast<int>(drafts.size()), accepted);
+            (src == DraftSource::Ngram ? st.ngram_accepted : st.model_accepted) += accepted;
+        };
+        // The next forward's draft after the pending token `id` (at most `room` tokens).
+        auto propose = [&](int32_t id, int room) {
+            drafts.clear();
+            if (room <= 0) return;
+            seq.assign(m.resident.begin(), m.resident.end());
+            seq.push_back(id);
+            if (may_ngram) {
+                const int k = m.tuner.length(DraftSource::Ngram, std::min(room, m.cfg.draft_max), spec == SpecMode::Ngram);
+                if (k > 0 && ngram_draft(seq.data(), seq.size(), k, drafts) > 0) {
+                    src = DraftSource::Ngram;
+                    st.ngram_drafted += static_cast<int>(drafts.size());
+                    return;
+                }
+            }
+            if (may_model) {
+                // A probe never pays for the draft model's prompt (a cold cache: a prefill).
+                const bool warm = m.draft->cold_tokens(seq) <= 16;
+                const int k = m.tuner.length(DraftSource::Model, std::min(room, m.cfg.draft_max), spec == SpecMode::Draft, warm);
+                if (k <= 0) return;
+                double prefill_ms = 0, step_ms = 0;
+                m.draft->draft(seq, k, drafts, &prefill_ms, &step_ms);
+                st.draft_ms += prefill_ms + step_ms;
+                if (!drafts.empty()) {
+                    m.tuner.draft_step_done(step_ms / static_cast<double>(drafts.size()));
+                    src = DraftSource::Model;
+                    st.model_drafted += static_cast<int>(drafts.size());
+                }
+            }
+        };
         while (true) {
             if (generated >= max_tokens) {
                 res.finish = FinishReason::Length;
@@ -778,18 +882,26 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 break;
             }
             float lp = 0.0f;  // with logprobs: computed below on the unmodified logits
-            std::vector<float>& lg = m.logits;
+            float* lg = rows > 0 ? m.spec_logits.data() + static_cast<size_t>(row) * V : m.logits.data();
+            const int32_t expect = rows > 0 && row < static_cast<int>(drafts.size()) ? drafts[static_cast<size_t>(row)] : -1;
             const int32_t raw_top_n = req.n_logprobs;
-            if (raw_top_n >= 0) raw.assign(lg.begin(), lg.end());
+            if (raw_top_n >= 0) raw.assign(lg, lg + V);
             // With candidates the backend applied this step's mask; on the logits the sampler does.
-            const int32_t id = n_cands > 0 ? sampler.sample_candidates(cand_ids.data(), cand_vals.data(), n_cands, m.resident)
-                                           : sampler.sample(lg.data(), m.resident, allowed);
+            const int32_t id = n_cands > 0 && rows == 0
+                                   ? sampler.sample_candidates(cand_ids.data(), cand_vals.data(), n_cands, m.resident)
+                                   : sampler.sample(lg, m.resident, allowed, expect);
             if (raw_top_n >= 0) lp = token_logprob(raw.data(), static_cast<int32_t>(m.mc.n_vocab), id, raw_top_n, &top);
             if (first) {
                 st.ttft_ms = now_ms() - t_start;
                 first = false;
             }
             generated++;
+            const bool accepted = expect >= 0 && id == expect;
+            if (rows > 0 && !accepted) {  // the drafts after this row leave the cache
+                draft_done(row);
+                rows = 0;
+                m.backend->truncate_kv(static_cast<int>(m.resident.size()));
+            }
             if (m.tok->is_eog(id)) {
                 res.finish = FinishReason::Stop;
                 break;
@@ -817,16 +929,42 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                     break;
                 }
             }
+            if (accepted) {  // its K/V are in the cache already; the next row holds its logits
+                m.resident.push_back(id);
+                row++;
+                allowed = con ? con->mask() : nullptr;
+                continue;
+            }
             if (m.resident.size() >= static_cast<size_t>(m.n_ctx)) {
                 res.finish = FinishReason::Length;
                 break;
             }
             const int32_t pos = static_cast<int32_t>(m.resident.size());
+            if (spec != SpecMode::Off) {
+                // Room: the tokens still to generate after this one, and the context.
+                propose(id, std::min(max_tokens - generated - 1, m.n_ctx - pos - 1));
+                if (!drafts.empty()) {
+                    batch.assign(1, id);
+                    batch.insert(batch.end(), drafts.begin(), drafts.end());
+                    const int n = static_cast<int>(batch.size());
+                    const double t0 = now_ms();
+                    m.backend->forward(batch.data(), n, pos, LogitsMode::All, m.spec_logits.data());
+                    m.tuner.forward_done(n, now_ms() - t0);
+                    st.decode_forwards++;
+                    rows = n;
+                    row = 0;
+                    n_cands = 0;
+                    m.resident.push_back(id);
+                    allowed = con ? con->mask() : nullptr;
+                    continue;
+                }
+            }
             // The next mask is computed while the backend runs the step (TokenSelection::mask_fn).
             if (con) {
                 sel.mask_fn = [](void* c) { return static_cast<OutputConstrainer*>(c)->mask(); };
                 sel.mask_ctx = con.get();
             }
+            const double t0 = now_ms();
             if (sel.k > 0 && m.backend->forward_select(id, pos, sel, cand_ids.data(), cand_vals.data())) {
                 n_cands = sel.k;
             } else {
@@ -834,7 +972,13 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 m.backend->forward(&id, 1, pos, LogitsMode::Last, m.logits.data());
                 allowed = con ? con->mask() : nullptr;
             }
+            m.tuner.forward_done(1, now_ms() - t0);
+            st.decode_forwards++;
             m.resident.push_back(id);
+        }
+        if (rows > 0) {  // ended inside a verified draft: the cache keeps what was generated
+            draft_done(row);
+            m.backend->truncate_kv(static_cast<int>(m.resident.size()));
         }
         st.completion_tokens = generated;
         st.peak_memory_bytes = read_process_memory(m.cfg.sysfs_root).rss_peak;

@@ -10,8 +10,19 @@
 
 namespace jllm {
 
+namespace {
+
+// The pools a model's backend allocates for n positions (batches up to 512): KV and scratch.
+int64_t kv_pool(const ModelConfig& mc, int n, KvType t) { return cpu_kv_pool_bytes(mc, n, t); }
+int64_t scratch_pool(const ModelConfig& mc, const ModelWeights& w, int n, int n_threads, int64_t mm512) {
+    const int nb = std::min(n, 512);
+    return cpu_scratch_pool_bytes(mc, n, nb, n_threads, nb == 512 ? mm512 : cpu_matmul_scratch_bytes(w, nb));
+}
+
+}  // namespace
+
 int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
-                 Backend& backend, int n_threads) {
+                 Backend& backend, int n_threads, const DraftPlan& draft) {
     budget.sample_system();
     const BackendMemory bm = backend.memory();
     DeviceMemoryInfo dev;
@@ -21,24 +32,41 @@ int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfi
     budget.set_device(dev);
     const bool mapped = bm.weights_bytes == 0;
     budget.set_model(static_cast<int64_t>(w.total_bytes), mapped);
-    budget.set_runtime_pending(mc.n_vocab * static_cast<int64_t>(sizeof(float)) + bm.context_estimate);
+    // Logits: a step's, and speculative decoding's verification rows.
+    const int64_t rows = 1 + (cfg.spec != SpecMode::Off ? cfg.draft_max + 1 : 0);
+    budget.set_runtime_pending(rows * mc.n_vocab * static_cast<int64_t>(sizeof(float)) + bm.context_estimate);
     if (cfg.cache_ram_mb > 0) budget.set_sessions(cfg.cache_ram_mb * MIB);
 
     const int64_t model_ctx = std::max<int64_t>(1, mc.n_ctx_train);
     const int limit = cfg.n_ctx > 0 ? static_cast<int>(std::min<int64_t>(model_ctx, 1 << 24))
                                     : static_cast<int>(std::min<int64_t>(model_ctx, 4096));
     const int64_t mm = cpu_matmul_scratch_bytes(w, 512);
-    auto kv = [&](int n) { return cpu_kv_pool_bytes(mc, n, cfg.kv_type); };
-    auto scratch = [&](int n) {
-        const int nb = std::min(n, 512);
-        return cpu_scratch_pool_bytes(mc, n, nb, n_threads, nb == 512 ? mm : cpu_matmul_scratch_bytes(w, nb));
-    };
-    return budget.choose_context(cfg.n_ctx, limit, kv, scratch);
+    auto kv = [&](int n) { return kv_pool(mc, n, cfg.kv_type); };
+    auto scratch = [&](int n) { return scratch_pool(mc, w, n, n_threads, mm); };
+    int64_t draft_weights = 0;
+    if (draft.mc && draft.w) {
+        const ModelConfig& dmc = *draft.mc;
+        const ModelWeights& dw = *draft.w;
+        const int64_t dmm = cpu_matmul_scratch_bytes(dw, 512);
+        const KvType t = cfg.kv_type;
+        const int64_t held = draft.backend ? draft.backend->memory().weights_bytes : 0;
+        draft_weights = held > 0 ? held : static_cast<int64_t>(dw.total_bytes);
+        budget.set_draft(draft_weights, [&dmc, &dw, dmm, t, n_threads](int n) {
+            return kv_pool(dmc, n, t) + scratch_pool(dmc, dw, n, n_threads, dmm);
+        });
+    }
+    const int n = budget.choose_context(cfg.n_ctx, limit, kv, scratch);
+    if (draft_weights > 0) budget.set_draft(draft_weights, nullptr);  // its pools stay recorded
+    return n;
 }
 
 MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
-                                OomGuard& guard) {
+                                OomGuard& guard, const Backend* draft) {
     const BackendMemory bm = backend.memory();
+    if (draft) {
+        const BackendMemory dm = draft->memory();
+        budget.set_draft_pools(std::max(budget.planned_draft_pools(), dm.kv_bytes + dm.scratch_bytes));
+    }
     const MemoryReport planned = budget.report();
     const int64_t scratch = std::max(bm.scratch_bytes, planned.scratch);
     const int64_t kv = std::max(bm.kv_bytes, planned.kv);

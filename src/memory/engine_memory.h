@@ -23,12 +23,19 @@ constexpr int64_t SESSION_CACHE_AUTO_MIN = 64 * MIB;
 
 // Chooses n_ctx for `cfg.n_ctx` (0 = largest that fits, capped at min(model, 4096); explicit
 // values up to the model's context). Throws JllmError with the numbers when it does not fit.
+// A draft model (speculative decoding), when given: its weights and its pools are counted beside
+// the model's for every context tried.
+struct DraftPlan {
+    const ModelConfig* mc = nullptr;
+    const ModelWeights* w = nullptr;
+    const Backend* backend = nullptr;
+};
 int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfig& mc, const ModelWeights& w,
-                 Backend& backend, int n_threads);
+                 Backend& backend, int n_threads, const DraftPlan& draft = {});
 
 // After allocate(): records the backend's pool sizes, sizes the default session cache, checks the
 // cap, configures and calibrates the guard. Returns the load-time report (with the guard's threshold, interval and read cost).
 MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,
-                                OomGuard& guard);
+                                OomGuard& guard, const Backend* draft = nullptr);
 
 }  // namespace jllm

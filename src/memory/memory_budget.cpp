@@ -50,7 +50,7 @@ int64_t MemoryBudget::pool_headroom() const {
         // Host DRAM: pending runtime, the weights (unless copied to a discrete device), the margin.
         const bool model_on_host = dev_.unified || model_mapped_;
         const int64_t host_left =
-            mi_.available - runtime_pending_ - (model_on_host ? model_ : 0) - cfg_.margin - sessions_;
+            mi_.available - runtime_pending_ - (model_on_host ? weights() : 0) - cfg_.margin - sessions_;
         if (dev_.unified) {
             room = std::min(room, host_left);
         } else if (host_left < 0) {
@@ -59,9 +59,9 @@ int64_t MemoryBudget::pool_headroom() const {
     }
     if (!dev_.unified && dev_.free >= 0) {
         // Discrete device: the pools live there, with copied weights.
-        room = std::min(room, dev_.free - (model_mapped_ ? 0 : model_) - cfg_.margin);
+        room = std::min(room, dev_.free - (model_mapped_ ? 0 : weights()) - cfg_.margin);
     }
-    if (cfg_.cap > 0) room = std::min(room, cfg_.cap - runtime() - model_ - sessions_);
+    if (cfg_.cap > 0) room = std::min(room, cfg_.cap - runtime() - weights() - sessions_);
     return room;
 }
 
@@ -70,7 +70,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
     JLLM_ASSERT(limit >= 1);
     n_ctx_limit_ = limit;
     kv_per_pos_ = kv_bytes(1);
-    auto pools = [&](int n) { return kv_bytes(n) + scratch_bytes(n); };
+    auto pools = [&](int n) { return kv_bytes(n) + scratch_bytes(n) + draft_pools(n); };
     auto largest_fitting = [&]() -> int {
         if (fits(pools(limit))) return limit;
         for (int n = (limit - 1) / CTX_STEP * CTX_STEP; n >= CTX_STEP; n -= CTX_STEP) {
@@ -81,11 +81,11 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
     const int64_t room = pool_headroom();
     auto where = [&]() {
         std::string s;
-        if (cfg_.cap > 0 && room == cfg_.cap - runtime() - model_ - sessions_) {
+        if (cfg_.cap > 0 && room == cfg_.cap - runtime() - weights() - sessions_) {
             s = strfmt("the --max-memory cap of %s MB leaves %s MB after the model (%s MB) and runtime (%s MB)",
                        mb(cfg_.cap).c_str(), mb(std::max<int64_t>(room, 0)).c_str(), mb(model_).c_str(),
                        mb(runtime()).c_str());
-        } else if (!dev_.unified && dev_.free >= 0 && room == dev_.free - (model_mapped_ ? 0 : model_) - cfg_.margin) {
+        } else if (!dev_.unified && dev_.free >= 0 && room == dev_.free - (model_mapped_ ? 0 : weights()) - cfg_.margin) {
             s = strfmt("the device has %s MB free; after the weights and the %s MB margin %s MB are left",
                        mb(dev_.free).c_str(), mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
         } else {
@@ -95,6 +95,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
                        mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
         }
         if (sessions_ > 0) s += strfmt(" (the --cache-ram session cache holds %s MB of it)", mb(sessions_).c_str());
+        if (draft_weights_ > 0) s += strfmt(" (the model's weights include the draft model's %s MB)", mb(draft_weights_).c_str());
         return s;
     };
 
@@ -107,10 +108,12 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
         if (!fits(pools(requested))) {
             const int best = largest_fitting();
             throw JllmError(strfmt(
-                "context %d does not fit: it needs %s MB (KV %s MB + scratch %s MB) but %s. Hint: %s; or an "
+                "context %d does not fit: it needs %s MB (KV %s MB + scratch %s MB%s) but %s. Hint: %s; or an "
                 "INT8 KV cache, a smaller --mem-margin, a larger --max-memory, or stop another service",
                 requested, mb(pools(requested)).c_str(), mb(kv_bytes(requested)).c_str(),
-                mb(scratch_bytes(requested)).c_str(), where().c_str(),
+                mb(scratch_bytes(requested)).c_str(),
+                draft_pools_fn_ ? strfmt(" + the draft model's KV and scratch %s MB", mb(draft_pools(requested)).c_str()).c_str() : "",
+                where().c_str(),
                 best > 0 ? strfmt("-c %d (or -c 0) fits", best).c_str() : "no context of 256 or more fits"));
         }
         n = requested;
@@ -125,6 +128,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
         }
     }
     set_pools(n, kv_bytes(n), scratch_bytes(n));
+    draft_pools_ = draft_pools(n);
     return n;
 }
 
@@ -135,9 +139,11 @@ void MemoryBudget::set_pools(int n_ctx, int64_t kv, int64_t scratch) {
 }
 
 void MemoryBudget::check_fits() const {
-    if (!fits(kv_ + scratch_)) {
-        throw JllmError(strfmt("the allocated pools (KV %s MB + scratch %s MB) exceed the budget (%s MB left)",
-                               mb(kv_).c_str(), mb(scratch_).c_str(), mb(std::max<int64_t>(pool_headroom(), 0)).c_str()));
+    if (!fits(kv_ + scratch_ + draft_pools_)) {
+        throw JllmError(strfmt("the allocated pools (KV %s MB + scratch %s MB + draft model %s MB) exceed the budget "
+                               "(%s MB left)",
+                               mb(kv_).c_str(), mb(scratch_).c_str(), mb(draft_pools_).c_str(),
+                               mb(std::max<int64_t>(pool_headroom(), 0)).c_str()));
     }
 }
 
@@ -151,6 +157,7 @@ MemoryReport MemoryBudget::report() const {
     r.kv = kv_;
     r.scratch = scratch_;
     r.sessions = sessions_;
+    r.draft = draft_weights_ + draft_pools_;
     r.margin = cfg_.margin;
     r.cap = cfg_.cap;
     r.cma_total = mi_.cma_total;
@@ -197,6 +204,7 @@ std::string MemoryReport::table() const {
     row("KV", kv, strfmt("%d positions x %s KB", n_ctx, strfmt("%.1f", kv_bytes_per_pos / 1024.0).c_str()));
     row("scratch", scratch, "activations and temporaries");
     if (sessions > 0) row("sessions", sessions, "session snapshots in RAM at most (--cache-ram)");
+    if (draft > 0) row("draft model", draft, "speculative decoding's draft: weights, KV and scratch");
     row("margin", margin, "--mem-margin");
     if (known) row("free", free, "");
     if (cap > 0) row("cap", cap, strfmt("--max-memory; engine holds %s MB", mb(ours()).c_str()));

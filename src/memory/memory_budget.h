@@ -68,8 +68,17 @@ public:
     void set_model(int64_t bytes, bool mapped);
     // Host RAM reserved for session snapshots (--cache-ram), counted before the pools.
     void set_sessions(int64_t bytes) { sessions_ = std::max<int64_t>(bytes, 0); }
+    // A draft model (speculative decoding): its weights (placed as the model's) and its pools for
+    // n positions, counted with the model's when the context is chosen.
+    void set_draft(int64_t weights, std::function<int64_t(int)> pools) {
+        draft_weights_ = weights;
+        draft_pools_fn_ = std::move(pools);
+    }
+    // The draft's pools as allocated (after its allocate()).
+    void set_draft_pools(int64_t bytes) { draft_pools_ = bytes; }
+    int64_t planned_draft_pools() const { return draft_pools_; }
     // Bytes the pools and the session cache may still take after the recorded pools.
-    int64_t headroom_after_pools() const { return pool_headroom() - kv_ - scratch_; }
+    int64_t headroom_after_pools() const { return pool_headroom() - kv_ - scratch_ - draft_pools_; }
 
     // Picks n_ctx: `requested` 0 means the largest that fits in [8, limit] (multiples of 256
     // where possible); an explicit value that does not fit throws JllmError with needed vs
@@ -98,6 +107,10 @@ private:
     DeviceMemoryInfo dev_;
     int64_t model_ = 0;
     int64_t sessions_ = 0;
+    int64_t draft_weights_ = 0, draft_pools_ = 0;
+    std::function<int64_t(int)> draft_pools_fn_;
+    int64_t weights() const { return model_ + draft_weights_; }
+    int64_t draft_pools(int n) const { return draft_pools_fn_ ? draft_pools_fn_(n) : 0; }
     bool model_mapped_ = true;
     int n_ctx_ = 0, n_ctx_limit_ = 0;
     int64_t kv_ = 0, scratch_ = 0, kv_per_pos_ = 0;

@@ -164,6 +164,9 @@ int HttpServer::run() {
     JLLM_LOG_INFO("[server] ready: model '%s' (%s, %s), ctx %lld, KV %s, weights %.1f MiB, KV %.1f MiB, loaded in %.0f ms",
                   m.alias.c_str(), m.info.arch.c_str(), m.info.device.c_str(), static_cast<long long>(m.info.n_ctx),
                   m.info.kv_type.c_str(), m.info.weight_bytes / 1048576.0, m.info.kv_bytes / 1048576.0, m.info.load_ms);
+    JLLM_LOG_INFO("[server] speculative decoding: %s%s%s", m.info.spec.c_str(),
+                  m.info.draft_path.empty() ? "" : ", draft model ",
+                  m.info.draft_path.empty() ? "" : (m.info.draft_name + " (" + m.info.draft_path + ")").c_str());
     notify_ready(strfmt("serving '%s' on http://%s:%d", m.alias.c_str(), m.opt.host.c_str(), m.port));
 
     {

@@ -31,6 +31,11 @@ void Metrics::count_generation(const GenerateStats& st, const char* finish) {
         ttft_s_ += st.ttft_ms / 1000.0;
         ttft_count_++;
     }
+    ngram_drafted_ += static_cast<uint64_t>(st.ngram_drafted);
+    ngram_accepted_ += static_cast<uint64_t>(st.ngram_accepted);
+    model_drafted_ += static_cast<uint64_t>(st.model_drafted);
+    model_accepted_ += static_cast<uint64_t>(st.model_accepted);
+    decode_forwards_ += static_cast<uint64_t>(st.decode_forwards);
     if (st.prefill_tps > 0) last_prefill_tps_ = st.prefill_tps;
     if (st.decode_tps > 0) last_decode_tps_ = st.decode_tps;
 }
@@ -71,6 +76,13 @@ std::string Metrics::render(const GaugeSnapshot& g) const {
     metric(o, "jllm_cached_tokens_total", "counter", "Prompt tokens reused (resident prefix or session snapshot; not prefilled).", cached_tokens_);
     metric(o, "jllm_completion_tokens_total", "counter", "Generated tokens.", completion_tokens_);
     metric(o, "jllm_reasoning_tokens_total", "counter", "Generated tokens in the reasoning channel.", reasoning_tokens_);
+    family(o, "jllm_draft_tokens_total", "counter", "Speculative decoding: tokens drafted, by drafter.");
+    o << "jllm_draft_tokens_total{drafter=\"ngram\"} " << ngram_drafted_ << '\n';
+    o << "jllm_draft_tokens_total{drafter=\"model\"} " << model_drafted_ << '\n';
+    family(o, "jllm_draft_accepted_tokens_total", "counter", "Speculative decoding: drafted tokens the model accepted, by drafter.");
+    o << "jllm_draft_accepted_tokens_total{drafter=\"ngram\"} " << ngram_accepted_ << '\n';
+    o << "jllm_draft_accepted_tokens_total{drafter=\"model\"} " << model_accepted_ << '\n';
+    metric(o, "jllm_decode_forwards_total", "counter", "Forward passes of the decode (one per verified draft or plain step).", decode_forwards_);
     metric(o, "jllm_prefill_seconds_total", "counter", "Time spent in prefill.", prefill_s_);
     metric(o, "jllm_decode_seconds_total", "counter", "Time spent decoding after the first token.", decode_s_);
     metric(o, "jllm_prefill_tokens_per_second", "gauge", "Prefill rate over all generations.", prefill_s_ > 0 ? prefilled_tokens_ / prefill_s_ : 0.0);

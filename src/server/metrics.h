@@ -41,6 +41,7 @@ private:
     std::map<std::string, uint64_t> finishes_;
     uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0, reasoning_tokens_ = 0;
     uint64_t prefilled_tokens_ = 0, decoded_tokens_ = 0;
+    uint64_t ngram_drafted_ = 0, ngram_accepted_ = 0, model_drafted_ = 0, model_accepted_ = 0, decode_forwards_ = 0;
     double prefill_s_ = 0, decode_s_ = 0, ttft_s_ = 0;
     uint64_t ttft_count_ = 0;
     double last_prefill_tps_ = 0, last_decode_tps_ = 0;

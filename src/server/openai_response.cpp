@@ -51,15 +51,24 @@ Json timings_json(const GenerateStats& st) {
                 {"predicted_n", st.completion_tokens},
                 {"predicted_ms", st.decode_ms},
                 {"predicted_per_second", st.decode_tps},
+                {"draft_n", st.drafted()},
+                {"draft_n_accepted", st.accepted()},
                 {"ttft_ms", st.ttft_ms}};
 }
 
 // The engine's own report beside OpenAI's fields: where the reused prompt tokens came from.
+// And speculative decoding's counts: drafted and accepted tokens per drafter, decode forwards.
 Json jetson_json(const GenerateStats& st) {
     return Json{{"cache", {{"tokens_reused", st.reused_tokens},
                            {"source", cache_source_name(st.cache_source)},
                            {"restored_tokens", st.restored_tokens},
-                           {"restore_ms", st.restore_ms}}}};
+                           {"restore_ms", st.restore_ms}}},
+                {"speculative", {{"drafted", st.drafted()},
+                                 {"accepted", st.accepted()},
+                                 {"ngram", {{"drafted", st.ngram_drafted}, {"accepted", st.ngram_accepted}}},
+                                 {"draft_model", {{"drafted", st.model_drafted}, {"accepted", st.model_accepted}}},
+                                 {"decode_forwards", st.decode_forwards},
+                                 {"draft_ms", st.draft_ms}}}};
 }
 
 Json bytes_of(const std::string& s) {

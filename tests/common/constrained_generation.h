@@ -22,15 +22,15 @@
 
 namespace jllm::test {
 
-// The tiny Qwen3 written once per program as JLLM_BINARY_DIR/name.
-inline std::string constrained_model_path(const std::string& name) {
+// The tiny Qwen3 written once per program as JLLM_BINARY_DIR/name (weights from `seed`).
+inline std::string constrained_model_path(const std::string& name, uint64_t seed = 7) {
     const std::string path = std::string(JLLM_BINARY_DIR) + "/" + name;
     static std::map<std::string, bool> written;
     if (!written[path]) {
         SynthOptions opt;
         opt.preset = "tiny-qwen3";
         opt.recipe = QuantRecipe::Q8_0;
-        opt.seed = 7;
+        opt.seed = seed;
         opt.tokenizer_dir = shared_dir() + "/testdata/tokenizers";
         write_synth_model(opt, path, 2);
         written[path] = true;

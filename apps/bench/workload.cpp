@@ -1,0 +1,152 @@
+// apps/bench/workload.cpp — jllm-bench --workload: speculative decoding on real conversations.
+// One engine per --spec mode (the draft model loaded where the mode uses it), every prompt of
+// the file generated greedily by each mode in turn (same run, alternating, the cache cleared
+// before each), decode rate and the drafters' counts summed per kind of prompt; each mode's
+// output compared token for token with `off`'s (greedy output must not change).
+#include "workload.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+namespace jllm::bench {
+
+namespace {
+
+struct Prompt {
+    std::string name, kind, text;
+};
+
+struct Sum {
+    int tokens = 0, forwards = 0, prompts = 0, differ = 0;
+    double decode_ms = 0, draft_ms = 0;
+    int ngram_d = 0, ngram_a = 0, model_d = 0, model_a = 0;
+    void add(const GenerateStats& s) {
+        tokens += s.completion_tokens - 1;  // the rate counts the forwards after the first token
+        forwards += s.decode_forwards;
+        decode_ms += s.decode_ms;
+        draft_ms += s.draft_ms;
+        ngram_d += s.ngram_drafted;
+        ngram_a += s.ngram_accepted;
+        model_d += s.model_drafted;
+        model_a += s.model_accepted;
+        prompts++;
+    }
+    double tps() const { return decode_ms > 0 ? tokens * 1000.0 / decode_ms : 0; }
+};
+
+SpecMode mode_of(const std::string& m) {
+    if (m == "off") return SpecMode::Off;
+    if (m == "ngram") return SpecMode::Ngram;
+    if (m == "draft") return SpecMode::Draft;
+    if (m == "auto") return SpecMode::Auto;
+    throw std::runtime_error("--modes: '" + m + "' is not off, ngram, draft or auto");
+}
+
+std::string pct(int a, int d) {
+    if (d == 0) return "—";
+    char b[32];
+    std::snprintf(b, sizeof(b), "%d/%d (%.0f%%)", a, d, 100.0 * a / d);
+    return b;
+}
+
+}  // namespace
+
+int run_workload(const WorkloadOptions& o) {
+    std::ifstream f(o.file);
+    if (!f) throw std::runtime_error("cannot read " + o.file);
+    const nlohmann::json j = nlohmann::json::parse(f);
+    std::vector<std::string> modes;
+    {
+        std::stringstream ss(o.modes);
+        std::string m;
+        while (std::getline(ss, m, ',')) {
+            if (!m.empty()) modes.push_back(m);
+        }
+    }
+    if (modes.empty() || modes[0] != "off") modes.insert(modes.begin(), "off");  // the reference
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (const std::string& m : modes) {
+        EngineConfig c = o.config;
+        c.spec = mode_of(m);
+        c.draft_model_path = (c.spec == SpecMode::Draft || c.spec == SpecMode::Auto) ? o.draft : "";
+        if (c.spec == SpecMode::Draft && o.draft.empty()) throw std::runtime_error("--modes draft needs --draft FILE");
+        auto e = std::make_unique<Engine>();
+        const Status s = e->load(c);
+        if (!s.ok) throw std::runtime_error(m + ": " + s.message);
+        engines.push_back(std::move(e));
+    }
+    std::vector<Prompt> prompts;
+    for (const auto& p : j) {
+        Prompt q;
+        q.name = p.at("name").get<std::string>();
+        q.kind = p.at("kind").get<std::string>();
+        ChatRenderOptions ro;
+        if (p.contains("tools")) ro.tools_json = p["tools"].dump();
+        q.text = engines[0]->render_chat(chat_messages_from_json(p.at("messages").dump()), ro);
+        prompts.push_back(std::move(q));
+    }
+    const ModelInfo mi = engines[0]->model_info();
+    std::map<std::string, std::map<std::string, Sum>> sums;  // kind -> mode -> sum
+    for (int rep = 0; rep < o.reps; ++rep) {
+        for (const Prompt& p : prompts) {
+            std::vector<int32_t> reference;
+            for (size_t i = 0; i < modes.size(); ++i) {
+                Engine& e = *engines[i];
+                e.clear_cache();
+                GenerateRequest r;
+                r.prompt = p.text;
+                r.parse_special = true;
+                r.sampling.temperature = 0;
+                r.sampling.repeat_penalty = o.repeat_penalty;
+                r.max_tokens = o.tokens;
+                const GenerateResult res = e.generate(r, nullptr);
+                if (res.finish == FinishReason::Error) throw std::runtime_error(p.name + ": " + res.error);
+                Sum& s = sums[p.kind][modes[i]];
+                s.add(res.stats);
+                Sum& all = sums["all"][modes[i]];
+                all.add(res.stats);
+                const std::vector<int32_t>& t = e.resident_tokens();
+                if (i == 0) {
+                    reference = t;
+                } else if (t != reference) {
+                    s.differ++;
+                    all.differ++;
+                    std::fprintf(stderr, "jllm-bench: %s: --spec %s output differs from --spec off\n", p.name.c_str(),
+                                 modes[i].c_str());
+                }
+                std::fprintf(stderr, "[workload] %-18s %-6s %3d tokens %7.2f tok/s, %d forwards, drafted %d accepted %d\n",
+                             p.name.c_str(), modes[i].c_str(), res.stats.completion_tokens, res.stats.decode_tps,
+                             res.stats.decode_forwards, res.stats.drafted(), res.stats.accepted());
+            }
+        }
+    }
+    std::printf("jllm-bench --workload %s: %s (%s), %s, %d threads, draft %s, greedy, repeat penalty %.2f, "
+                "%d tokens per prompt, %d repetition(s)\n\n",
+                o.file.c_str(), mi.name.c_str(), mi.backend.c_str(), mi.device.c_str(), o.config.n_threads,
+                o.draft.empty() ? "none" : o.draft.c_str(), o.repeat_penalty, o.tokens, o.reps);
+    std::printf("| kind | prompts | --spec | decode t/s | x off | tokens per forward | prompt lookup accepted | "
+                "draft model accepted | draft model ms | output = off |\n");
+    std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+    int differ = 0;
+    for (const auto& [kind, by_mode] : sums) {
+        const double base = by_mode.at("off").tps();
+        for (const std::string& m : modes) {
+            const Sum& s = by_mode.at(m);
+            differ += kind == "all" ? 0 : s.differ;
+            std::printf("| %s | %d | %s | %.2f | %.2fx | %.2f | %s | %s | %.0f | %s |\n", kind.c_str(),
+                        s.prompts / static_cast<int>(o.reps), m.c_str(), s.tps(), base > 0 ? s.tps() / base : 0.0,
+                        s.forwards > 0 ? static_cast<double>(s.tokens) / s.forwards : 0.0,
+                        pct(s.ngram_a, s.ngram_d).c_str(), pct(s.model_a, s.model_d).c_str(), s.draft_ms,
+                        s.differ == 0 ? "yes" : "NO");
+        }
+    }
+    return differ == 0 ? 0 : 1;
+}
+
+}  // namespace jllm::bench

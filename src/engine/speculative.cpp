@@ -1,0 +1,233 @@
+// engine/speculative.cpp — see speculative.h.
+#include "engine/speculative.h"
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "engine/env_options.h"
+#include "gguf/gguf.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "sessions/session_cache.h"
+#include "tokenizer/tokenizer.h"
+
+namespace jllm {
+
+const char* spec_mode_name(SpecMode m) {
+    switch (m) {
+        case SpecMode::Auto: return "auto";
+        case SpecMode::Ngram: return "ngram";
+        case SpecMode::Draft: return "draft";
+        case SpecMode::Off: return "off";
+    }
+    return "?";
+}
+
+int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out) {
+    out.clear();
+    if (max <= 0 || n < static_cast<size_t>(NGRAM_MIN) + 1) return 0;
+    // One backward scan: at each earlier end j, the length of the common suffix of seq[0, j] and
+    // seq[0, n) (at most NGRAM_MAX); the longest wins, the latest among equals.
+    const size_t last = n - 1;
+    size_t best_len = 0, best_end = 0;
+    for (size_t j = last; j-- > 0;) {
+        if (seq[j] != seq[last]) continue;
+        size_t len = 1;
+        while (len < static_cast<size_t>(NGRAM_MAX) && len <= j && seq[j - len] == seq[last - len]) len++;
+        if (len > best_len) {
+            best_len = len;
+            best_end = j;
+            if (len == static_cast<size_t>(NGRAM_MAX)) break;
+        }
+    }
+    if (best_len < static_cast<size_t>(NGRAM_MIN)) return 0;
+    const size_t from = best_end + 1;
+    const size_t k = std::min(static_cast<size_t>(max), n - from);
+    out.assign(seq + from, seq + from + k);
+    return static_cast<int>(k);
+}
+
+// ---- draft model ----
+
+DraftModel::DraftModel(const std::string& path, DeviceKind device, int n_threads, WeightPlacement placement,
+                       const Tokenizer& target) {
+    file_ = GgufFile::open(path);
+    mc_ = std::make_unique<ModelConfig>(load_model_config(*file_));
+    w_ = std::make_unique<ModelWeights>(bind_model_weights(*file_, *mc_));
+    name_ = mc_->name;
+    const std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file_);
+    if (tok->n_vocab() != target.n_vocab() || mc_->n_vocab != target.n_vocab()) {
+        throw JllmError(strfmt("draft model %s: its vocabulary has %d tokens (output %" PRId64 "), the model's %d; a draft "
+                               "needs the same vocabulary",
+                               path.c_str(), tok->n_vocab(), mc_->n_vocab, target.n_vocab()));
+    }
+    for (int32_t id = 0; id < target.n_vocab(); ++id) {
+        if (tok->token_text(id) != target.token_text(id)) {
+            throw JllmError(strfmt("draft model %s: token %d is '%s' there and '%s' in the model; a draft needs the same "
+                                   "vocabulary",
+                                   path.c_str(), id, tok->token_text(id).c_str(), target.token_text(id).c_str()));
+        }
+    }
+    BackendOptions bo = backend_options_from_env();
+    bo.cpu.n_threads = n_threads;
+    backend_ = create_backend(device, *mc_, bo);
+    backend_->bind_weights(*w_, placement);
+}
+
+DraftModel::~DraftModel() { backend_.reset(); }
+
+const ModelConfig& DraftModel::config() const { return *mc_; }
+const ModelWeights& DraftModel::weights() const { return *w_; }
+
+void DraftModel::allocate(int n_ctx, KvType kv_type) {
+    n_ctx_ = n_ctx;
+    n_batch_ = std::min(n_ctx, 512);
+    backend_->allocate(n_ctx, n_batch_, kv_type);
+    logits_.assign(static_cast<size_t>(mc_->n_vocab), 0.0f);
+    backend_->warm_up(1);
+    resident_.clear();
+    resident_.reserve(static_cast<size_t>(n_ctx));
+}
+
+namespace {
+
+int32_t argmax(const std::vector<float>& l) {
+    size_t best = 0;
+    for (size_t i = 1; i < l.size(); ++i) {
+        if (l[i] > l[best]) best = i;
+    }
+    return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+size_t DraftModel::cold_tokens(const std::vector<int32_t>& seq) const {
+    return seq.size() - common_token_prefix(resident_, seq);
+}
+
+int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
+                      double* step_ms) {
+    out.clear();
+    *prefill_ms = *step_ms = 0;
+    if (max <= 0 || seq.empty() || seq.size() >= static_cast<size_t>(n_ctx_)) return 0;
+    const double t0 = now_ms();
+    const size_t n = seq.size();
+    const size_t common = std::min(common_token_prefix(resident_, seq), n - 1);
+    resident_.resize(common);
+    backend_->truncate_kv(static_cast<int>(common));
+    for (size_t pos = common; pos < n;) {
+        const size_t b = std::min(n - pos, static_cast<size_t>(n_batch_));
+        const bool last = pos + b == n;
+        backend_->forward(seq.data() + pos, static_cast<int>(b), static_cast<int>(pos),
+                          last ? LogitsMode::Last : LogitsMode::None, last ? logits_.data() : nullptr);
+        resident_.insert(resident_.end(), seq.begin() + static_cast<long>(pos), seq.begin() + static_cast<long>(pos + b));
+        pos += b;
+    }
+    const double t1 = now_ms();
+    // A few tokens (those accepted since the last draft) are part of drafting; a prompt is not.
+    if (n - common > 4) *prefill_ms = t1 - t0;
+    TokenSelection sel;  // k = 1: the argmax on the backend where it can
+    int32_t t = argmax(logits_);
+    for (int i = 0; i < max; ++i) {
+        out.push_back(t);
+        if (i + 1 == max || resident_.size() + 1 >= static_cast<size_t>(n_ctx_)) break;
+        const int pos = static_cast<int>(resident_.size());
+        int32_t next = 0;
+        float val = 0;
+        if (!backend_->forward_select(t, pos, sel, &next, &val)) {
+            backend_->forward(&t, 1, pos, LogitsMode::Last, logits_.data());
+            next = argmax(logits_);
+        }
+        resident_.push_back(t);
+        t = next;
+    }
+    *step_ms = now_ms() - (*prefill_ms > 0 ? t1 : t0);
+    return static_cast<int>(out.size());
+}
+
+// ---- tuner ----
+
+namespace {
+constexpr double DECAY = 0.9;   // acceptance counts: about the last ten verifications
+constexpr double EMA = 0.25;    // forward times
+constexpr int PROBE = 32;       // auto: steps between probes of a drafter that did not pay
+constexpr double PRIOR_SLOPE = 0.1;  // an unmeasured forward: T(1) x (1 + 0.1 per extra token) at least
+}  // namespace
+
+void SpecTuner::reset_request() {
+    for (int s = 0; s < 2; ++s) {
+        acc_[s] = rej_[s] = 1;
+        idle_[s] = 0;
+    }
+}
+
+double SpecTuner::acceptance(DraftSource s) const {
+    const int i = static_cast<int>(s);
+    return acc_[i] / (acc_[i] + rej_[i]);
+}
+
+double SpecTuner::cost(int n) const {
+    if (fwd_ms_[n] > 0) return fwd_ms_[n];
+    // Not measured: at least what was measured below it, and at least T(1) plus 10% a token (a
+    // bandwidth-bound forward's prior), so an unknown length is tried when it would pay at that.
+    double below = 0;
+    for (int m = 1; m < n; ++m) {
+        if (fwd_ms_[m] > 0) below = fwd_ms_[m];
+    }
+    return std::max(below, fwd_ms_[1] * (1.0 + PRIOR_SLOPE * (n - 1)));
+}
+
+int SpecTuner::length(DraftSource s, int max, bool must, bool may_probe) {
+    max = std::min(max, SPEC_DRAFT_MAX);
+    if (max <= 0) return 0;
+    const double t1 = cost(1);
+    if (t1 <= 0) return must ? max : 0;  // auto: a plain step first, to measure what drafting must beat
+    const int i = static_cast<int>(s);
+    const double a = acceptance(s);
+    const double td = s == DraftSource::Model ? (draft_ms_ > 0 ? draft_ms_ : draft_prior_ * t1) : 0.0;
+    int best_k = 0;
+    double best = must ? -1.0 : 1.0;  // k = 0: one token per T(1)
+    double e = 1.0, ak = 1.0;
+    for (int k = 1; k <= max; ++k) {
+        ak *= a;
+        e += ak;
+        const double c = cost(k + 1) + k * td;
+        const double r = c > 0 ? e * t1 / c : e;
+        if (r > best) {
+            best = r;
+            best_k = k;
+        }
+    }
+    if (best_k > 0) {
+        idle_[i] = 0;
+        return best_k;
+    }
+    if (++idle_[i] >= PROBE && may_probe) {  // acceptance is only learned while drafting: look again now and then
+        idle_[i] = 0;
+        return std::min(2, max);
+    }
+    return 0;
+}
+
+void SpecTuner::forward_done(int n_tokens, double ms) {
+    if (n_tokens < 1 || n_tokens > SPEC_DRAFT_MAX + 1 || ms <= 0) return;
+    double& t = fwd_ms_[n_tokens];
+    t = t > 0 ? (1 - EMA) * t + EMA * ms : ms;
+}
+
+void SpecTuner::draft_step_done(double ms) {
+    if (ms <= 0) return;
+    draft_ms_ = draft_ms_ > 0 ? (1 - EMA) * draft_ms_ + EMA * ms : ms;
+}
+
+void SpecTuner::verified(DraftSource s, int proposed, int accepted) {
+    const int i = static_cast<int>(s);
+    acc_[i] = acc_[i] * DECAY + accepted;
+    rej_[i] = rej_[i] * DECAY + (accepted < proposed ? 1 : 0);
+}
+
+}  // namespace jllm

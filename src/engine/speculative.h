@@ -1,0 +1,103 @@
+// engine/speculative.h — speculative decoding's parts (docs/speculative.md): the drafters
+// (prompt lookup over the request's own tokens; a smaller model of the same vocabulary) and the
+// tuner that picks each step's draft length from the measured acceptance and forward costs. The
+// engine's decode loop verifies a draft with one batched forward and samples every position
+// with the request's sampler (Sampler::sample's `draft`), so the output is the model's own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jllm_engine.h"
+
+namespace jllm {
+
+class Backend;
+class GgufFile;
+class Tokenizer;
+struct ModelConfig;
+struct ModelWeights;
+
+constexpr int SPEC_DRAFT_MAX = 16;  // --draft-max at most
+constexpr int NGRAM_MIN = 2, NGRAM_MAX = 6;
+
+// Prompt lookup: the longest suffix of seq[0, n) of NGRAM_MAX .. NGRAM_MIN tokens that occurs
+// earlier in it; `out` gets the tokens that followed its latest earlier occurrence, at most
+// `max`. Returns their count (0: no match). Reads only the sequence: no state, no memory.
+int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out);
+
+enum class DraftSource { Ngram = 0, Model = 1 };
+
+// A draft model: its own weights, backend and KV cache, kept in step with the target's sequence
+// (the common prefix reused, the rest prefilled on the next draft).
+class DraftModel {
+public:
+    // Opens and binds the file; throws JllmError when it cannot serve `target` (another
+    // vocabulary: size or any token's text differs).
+    DraftModel(const std::string& path, DeviceKind device, int n_threads, WeightPlacement placement,
+               const Tokenizer& target);
+    ~DraftModel();
+    DraftModel(const DraftModel&) = delete;
+    DraftModel& operator=(const DraftModel&) = delete;
+
+    const ModelConfig& config() const;
+    const ModelWeights& weights() const;
+    const Backend& backend() const { return *backend_; }
+    const std::string& name() const { return name_; }
+    void allocate(int n_ctx, KvType kv_type);
+
+    // Greedy continuation of seq (its tokens up to the last one are prefilled where the cache
+    // does not hold them yet): `max` tokens into `out`. *prefill_ms gets the part of the time
+    // spent bringing the cache up to seq, *step_ms the drafting steps'.
+    int draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
+              double* step_ms);
+    void clear() { resident_.clear(); }
+    // Tokens of seq its cache does not hold (what the next draft prefills first).
+    size_t cold_tokens(const std::vector<int32_t>& seq) const;
+
+private:
+    std::unique_ptr<GgufFile> file_;
+    std::unique_ptr<ModelConfig> mc_;
+    std::unique_ptr<ModelWeights> w_;
+    std::unique_ptr<Backend> backend_;
+    std::string name_;
+    std::vector<int32_t> resident_;
+    std::vector<float> logits_;
+    int n_ctx_ = 0, n_batch_ = 0;
+};
+
+// The draft length of each step: the k in 0..max that maximizes the expected tokens per unit of
+// time, E(k) / cost(k), with E(k) = 1 + a + .. + a^k for the drafter's recent per-token
+// acceptance a and cost(k) = T(k + 1) + k * t_draft from the measured forward times T(n) (an
+// n not measured yet costs as the largest measured below it, and at least T(1) x (1 + 0.1 (n - 1)):
+// tried where that would pay, then known; before T(1) is
+// measured only a drafter that was asked for drafts; t_draft before it is measured: the prior,
+// a fraction of T(1)). Acceptance is
+// per request (decayed counts); the forward times are the engine's.
+class SpecTuner {
+public:
+    void reset_request();  // acceptance back to its prior
+    // 0: drafting does not pay now. `must`: the drafter was asked for (a length >= 1 always).
+    // `may_probe`: a drafter that does not pay may still be tried now and then (false where the
+    // try itself is dear: a draft model whose cache does not hold the prompt).
+    int length(DraftSource s, int max, bool must, bool may_probe = true);
+    void forward_done(int n_tokens, double ms);
+    void draft_step_done(double ms);  // one draft-model token
+    // Until a draft token's time is measured it is taken as this fraction of a model step (the
+    // draft's weight bytes over the model's: decode reads every weight once).
+    void set_draft_prior(double fraction_of_step) { draft_prior_ = fraction_of_step; }
+    void verified(DraftSource s, int proposed, int accepted);
+    double acceptance(DraftSource s) const;
+
+private:
+    double fwd_ms_[SPEC_DRAFT_MAX + 2] = {};  // EMA per batch size; 0: not measured
+    double draft_ms_ = 0;
+    double draft_prior_ = 0;
+    double acc_[2] = {1, 1}, rej_[2] = {1, 1};
+    int idle_[2] = {0, 0};  // steps since the drafter last paid (auto: probed every PROBE steps)
+    double cost(int n) const;
+};
+
+}  // namespace jllm

@@ -1,0 +1,462 @@
+// tests/unit/speculative/test_speculative.cpp — speculative decoding (engine/speculative.h):
+// prompt lookup's matches, the tuner's choices, the sampler's acceptance rule (the distribution
+// of a drafted position equals the plain one: chi-square over 2,000 seeds), and through the
+// Engine on a synthetic tiny Qwen3 (CPU): greedy output and the KV cache it leaves identical
+// with --spec off, ngram and draft (drafts both accepted and rejected), and sampled tokens of
+// drafted positions distributed as without speculation, free and under a grammar.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "speculative_engines.h"
+#include "engine/sampler.h"
+#include "engine/speculative.h"
+#include "jllm_engine.h"
+#include "test_paths.h"
+
+namespace jllm {
+namespace {
+
+// ---- chi-square test of homogeneity ----
+
+// Regularized upper incomplete gamma Q(a, x): the series below a + 1, the continued fraction above.
+double gamma_q(double a, double x) {
+    if (x <= 0) return 1.0;
+    const double lg = std::lgamma(a);
+    if (x < a + 1) {
+        double sum = 1.0 / a, term = sum;
+        for (int n = 1; n < 1000; ++n) {
+            term *= x / (a + n);
+            sum += term;
+            if (std::fabs(term) < std::fabs(sum) * 1e-14) break;
+        }
+        return 1.0 - sum * std::exp(-x + a * std::log(x) - lg);
+    }
+    // Lentz's method for the continued fraction of Q.
+    double b = x + 1 - a, c = 1e300, d = 1 / b, h = d;
+    for (int i = 1; i < 1000; ++i) {
+        const double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (std::fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (std::fabs(c) < 1e-300) c = 1e-300;
+        d = 1 / d;
+        const double del = d * c;
+        h *= del;
+        if (std::fabs(del - 1) < 1e-14) break;
+    }
+    return std::exp(-x + a * std::log(x) - lg) * h;
+}
+
+TEST(ChiSquare, KnownQuantiles) {
+    // chi2 with 1 df: P(X > 3.841) = 0.05; 10 df: P(X > 23.209) = 0.01.
+    EXPECT_NEAR(gamma_q(0.5, 3.841 / 2), 0.05, 1e-3);
+    EXPECT_NEAR(gamma_q(5.0, 23.209 / 2), 0.01, 1e-4);
+    EXPECT_NEAR(gamma_q(5.0, 1.0), 0.99634, 1e-4);
+}
+
+// Two samples of counts over the same outcomes: the p-value that they come from one distribution.
+// Outcomes seen fewer than 10 times in both together are pooled into one bin.
+double homogeneity_p(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b, int* bins = nullptr) {
+    std::map<int32_t, std::pair<double, double>> all;
+    for (const auto& [k, n] : a) all[k].first += n;
+    for (const auto& [k, n] : b) all[k].second += n;
+    double na = 0, nb = 0;
+    for (const auto& [k, v] : all) {
+        na += v.first;
+        nb += v.second;
+    }
+    std::vector<std::pair<double, double>> cells;
+    std::pair<double, double> rest{0, 0};
+    for (const auto& [k, v] : all) {
+        if (v.first + v.second < 10) {
+            rest.first += v.first;
+            rest.second += v.second;
+        } else {
+            cells.push_back(v);
+        }
+    }
+    if (rest.first + rest.second > 0) cells.push_back(rest);
+    if (bins) *bins = static_cast<int>(cells.size());
+    if (cells.size() < 2) return 1.0;
+    double stat = 0;
+    const double N = na + nb;
+    for (const auto& [x, y] : cells) {
+        const double t = x + y;
+        const double ea = t * na / N, eb = t * nb / N;
+        stat += (x - ea) * (x - ea) / ea + (y - eb) * (y - eb) / eb;
+    }
+    return gamma_q((cells.size() - 1) / 2.0, stat / 2);
+}
+
+// ---- prompt lookup ----
+
+TEST(NgramDraft, LongestMatchWinsThenTheLatest) {
+    std::vector<int32_t> out;
+    // Suffix "1 2 3": at the start (followed by 4) and later (followed by 5); equal length: latest.
+    const std::vector<int32_t> a = {1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 8, 1, 2, 3};
+    ASSERT_EQ(ngram_draft(a.data(), a.size(), 3, out), 3);
+    EXPECT_EQ(out, (std::vector<int32_t>{5, 6, 8}));
+    // "7 1 2 3" matches only the first occurrence, longer: it wins over the later "1 2 3".
+    const std::vector<int32_t> b = {7, 1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 1, 2, 3};
+    ASSERT_EQ(ngram_draft(b.data(), b.size(), 2, out), 2);
+    EXPECT_EQ(out, (std::vector<int32_t>{4, 9}));
+}
+
+TEST(NgramDraft, CappedByMaxAndBySequenceEnd) {
+    std::vector<int32_t> out;
+    const std::vector<int32_t> a = {5, 6, 7, 8, 5, 6};
+    EXPECT_EQ(ngram_draft(a.data(), a.size(), 8, out), 4);  // 7 8 5 6: to the end of the sequence
+    EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 5, 6}));
+    EXPECT_EQ(ngram_draft(a.data(), a.size(), 1, out), 1);
+    EXPECT_EQ(out, (std::vector<int32_t>{7}));
+    EXPECT_EQ(ngram_draft(a.data(), a.size(), 0, out), 0);
+    // A repeated token: overlapping occurrences still propose it.
+    const std::vector<int32_t> r = {3, 3, 3};
+    EXPECT_EQ(ngram_draft(r.data(), r.size(), 4, out), 1);
+    EXPECT_EQ(out, (std::vector<int32_t>{3}));
+}
+
+TEST(NgramDraft, NoDraftWithoutABigramMatch) {
+    std::vector<int32_t> out;
+    const std::vector<int32_t> a = {1, 2, 3, 4, 1};  // only the last token recurs
+    EXPECT_EQ(ngram_draft(a.data(), a.size(), 4, out), 0);
+    EXPECT_TRUE(out.empty());
+    const std::vector<int32_t> b = {1, 2};
+    EXPECT_EQ(ngram_draft(b.data(), b.size(), 4, out), 0);
+    EXPECT_EQ(ngram_draft(b.data(), 0, 4, out), 0);
+}
+
+// ---- tuner ----
+
+TEST(SpecTuner, AutoMeasuresAPlainStepFirstAskedDraftsAtOnce) {
+    SpecTuner t;
+    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 0);
+    EXPECT_EQ(t.length(DraftSource::Ngram, 8, true), 8);
+}
+
+TEST(SpecTuner, LongDraftsWhenAcceptedNoneWhenRejected) {
+    SpecTuner t;
+    t.forward_done(1, 10.0);
+    for (int n = 2; n <= 9; ++n) t.forward_done(n, 10.0 + n);  // cheap batches (bandwidth-bound)
+    for (int i = 0; i < 20; ++i) t.verified(DraftSource::Ngram, 8, 8);
+    EXPECT_GE(t.length(DraftSource::Ngram, 8, false), 6);
+    EXPECT_GT(t.acceptance(DraftSource::Ngram), 0.9);
+    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Ngram, 4, 0);
+    EXPECT_LT(t.acceptance(DraftSource::Ngram), 0.1);
+    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 0);
+    EXPECT_GE(t.length(DraftSource::Ngram, 8, true), 1);  // asked for: drafts anyway
+    // Off, it still probes now and then (acceptance is learned only while drafting).
+    int probes = 0;
+    for (int i = 0; i < 64; ++i) probes += t.length(DraftSource::Ngram, 8, false) > 0;
+    EXPECT_EQ(probes, 2);
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(t.length(DraftSource::Ngram, 8, false, false), 0) << "no probe allowed";
+    // The drafters' acceptance is separate, and reset per request.
+    EXPECT_NEAR(t.acceptance(DraftSource::Model), 0.5, 1e-9);
+    t.reset_request();
+    EXPECT_NEAR(t.acceptance(DraftSource::Ngram), 0.5, 1e-9);
+}
+
+TEST(SpecTuner, DraftModelPaysOnlyWhenItsStepsAreCheap) {
+    SpecTuner t;
+    t.forward_done(1, 10.0);
+    for (int n = 2; n <= 9; ++n) t.forward_done(n, 11.0);
+    for (int i = 0; i < 20; ++i) t.verified(DraftSource::Model, 4, 2);  // a ~ 2/3
+    t.draft_step_done(6.0);  // a draft token costs 0.6 of a model step: never pays
+    EXPECT_EQ(t.length(DraftSource::Model, 8, false), 0);
+    for (int i = 0; i < 40; ++i) t.draft_step_done(0.5);  // 0.05 of a step: pays
+    EXPECT_GE(t.length(DraftSource::Model, 8, false), 2);
+}
+
+TEST(SpecTuner, UnmeasuredDraftCostsItsPrior) {
+    SpecTuner t;
+    t.forward_done(1, 10.0);
+    for (int n = 2; n <= 9; ++n) t.forward_done(n, 14.0);
+    t.set_draft_prior(0.45);  // a 0.5B draft for a 1.5B model: not worth trying at a ~ 1/2
+    EXPECT_EQ(t.length(DraftSource::Model, 8, false), 0);
+    t.set_draft_prior(0.02);  // a tiny draft: tried
+    EXPECT_GE(t.length(DraftSource::Model, 8, false), 1);
+}
+
+// ---- the sampler's acceptance rule ----
+
+TEST(SamplerDraft, GreedyIgnoresTheDraft) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.repeat_penalty = 1;
+    std::vector<float> l = {0.1f, 2.0f, 0.5f, 1.9f};
+    Sampler s(4, p);
+    std::vector<float> a = l, b = l;
+    EXPECT_EQ(s.sample(a.data(), {}, nullptr, 3), 1);
+    EXPECT_EQ(s.sample(b.data(), {}, nullptr, 1), 1);
+}
+
+// Token frequencies over 2,000 seeds, plain and with `draft`, from the same logits.
+void expect_same_distribution(const SamplingParams& base, const std::vector<float>& logits, int32_t draft,
+                              const uint32_t* allowed) {
+    const int32_t V = static_cast<int32_t>(logits.size());
+    std::map<int32_t, int> plain, drafted;
+    int accepted = 0;
+    for (uint64_t seed = 0; seed < 2000; ++seed) {
+        SamplingParams p = base;
+        p.seed = seed;
+        Sampler a(V, p);
+        std::vector<float> la = logits, lb = logits;
+        plain[a.sample(la.data(), {}, allowed)]++;
+        SamplingParams q = base;
+        q.seed = seed + 1000003;  // independent of the plain draw
+        Sampler c(V, q);
+        const int32_t t = c.sample(lb.data(), {}, allowed, draft);
+        drafted[t]++;
+        accepted += t == draft;
+        if (allowed) {
+            EXPECT_TRUE((allowed[t >> 5] >> (t & 31)) & 1u) << t;
+        }
+    }
+    int bins = 0;
+    const double pv = homogeneity_p(plain, drafted, &bins);
+    EXPECT_GT(pv, 0.01) << "draft " << draft << ", " << bins << " bins";
+    EXPECT_GE(bins, 4);
+    if (allowed && !((allowed[draft >> 5] >> (draft & 31)) & 1u)) {
+        EXPECT_EQ(accepted, 0);
+    } else {
+        EXPECT_GT(accepted, 0);
+    }
+}
+
+TEST(SamplerDraft, DraftedPositionKeepsTheDistribution) {
+    std::mt19937 g(42);
+    std::normal_distribution<float> nd(0.0f, 1.5f);
+    std::vector<float> logits(96);
+    for (float& x : logits) x = nd(g);
+    const int32_t top = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.repeat_penalty = 1.0f;
+    expect_same_distribution(p, logits, top, nullptr);  // a likely draft
+    std::vector<int32_t> order(96);
+    for (int32_t i = 0; i < 96; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return logits[x] > logits[y]; });
+    expect_same_distribution(p, logits, order[4], nullptr);  // a less likely one
+    p.top_k = 20;
+    p.top_p = 0.9f;
+    p.min_p = 0.02f;
+    expect_same_distribution(p, logits, top, nullptr);
+}
+
+TEST(SamplerDraft, UnderAMaskTheDraftIsAcceptedOnlyWhereAllowed) {
+    std::mt19937 g(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> logits(96);
+    for (float& x : logits) x = nd(g);
+    std::vector<uint32_t> allowed(3, 0);
+    for (int t = 0; t < 96; t += 3) allowed[t >> 5] |= 1u << (t & 31);  // a grammar's mask: every third token
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 1.0f;
+    p.repeat_penalty = 1.0f;
+    expect_same_distribution(p, logits, 30, allowed.data());  // allowed
+    expect_same_distribution(p, logits, 31, allowed.data());  // masked: never returned
+}
+
+// ---- through the Engine ----
+
+std::string tiny_model() { return test::spec_model(); }
+std::string other_tiny_model() { return test::spec_other_model(); }
+
+std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 8) {
+    return test::spec_engine(DeviceKind::Cpu, spec, draft, draft_max);
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+struct GenRun {
+    std::vector<int32_t> tokens;  // the resident sequence after the generation
+    std::string text, kv;         // the output; the sequence's KV as a snapshot file
+    GenerateStats st;
+};
+
+GenRun greedy(Engine& e, const std::string& prompt, int n, float repeat_penalty) {
+    GenerateRequest r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.repeat_penalty = repeat_penalty;
+    r.max_tokens = n;
+    const GenerateResult res = e.generate(r, nullptr);
+    EXPECT_NE(res.finish, FinishReason::Error) << res.error;
+    GenRun out;
+    out.tokens = e.resident_tokens();
+    out.text = res.text;
+    out.st = res.stats;
+    const std::string path = std::string(JLLM_BINARY_DIR) + "/spec_kv.bin";
+    EXPECT_TRUE(e.save_sequence(path, nullptr, nullptr).ok);
+    out.kv = read_file(path);
+    std::remove(path.c_str());
+    return out;
+}
+
+TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
+    const std::vector<std::string> prompts = {
+        "light.kitchen is on, light.hall is off, light.porch is on. light.kitchen is",
+        "def add(a, b):\n    return a + b\n\ndef add(a, b):\n",
+        "one two three four one two three four one two",
+        "The weather today is",
+    };
+    auto off = load(SpecMode::Off, "");
+    auto ngram = load(SpecMode::Ngram, "");
+    auto self = load(SpecMode::Draft, tiny_model(), 4);         // drafts the model accepts
+    auto other = load(SpecMode::Draft, other_tiny_model(), 3);  // drafts it mostly rejects
+    auto autom = load(SpecMode::Auto, other_tiny_model());
+    int ngram_acc = 0, ngram_drafted = 0, self_acc = 0, other_drafted = 0, other_acc = 0;
+    // Without penalties the model's own greedy drafts are its output: all accepted. With the
+    // default repeat penalty (applied to the model's logits at every verified position, not to
+    // the drafter's) some are not; the output is the same either way.
+    for (const float penalty : {1.0f, 1.1f}) {
+        for (const std::string& p : prompts) {
+            const GenRun a = greedy(*off, p, 48, penalty);
+            EXPECT_EQ(a.st.drafted(), 0);
+            EXPECT_EQ(a.st.decode_forwards, 48);
+            for (Engine* e : {ngram.get(), self.get(), other.get(), autom.get()}) {
+                const GenRun b = greedy(*e, p, 48, penalty);
+                EXPECT_EQ(a.tokens, b.tokens) << p;
+                EXPECT_EQ(a.text, b.text) << p;
+                EXPECT_TRUE(a.kv == b.kv) << "the KV after rejected drafts differs from the plain decode's: " << p;
+                EXPECT_EQ(b.st.completion_tokens, 48);
+                EXPECT_LE(b.st.accepted(), b.st.drafted());
+                if (e == ngram.get()) {
+                    ngram_acc += b.st.ngram_accepted;
+                    ngram_drafted += b.st.ngram_drafted;
+                    EXPECT_EQ(b.st.model_drafted, 0);
+                }
+                if (e == self.get()) {
+                    self_acc += b.st.model_accepted;
+                    if (penalty == 1.0f) {
+                        EXPECT_EQ(b.st.model_accepted, b.st.model_drafted) << "the model's own greedy drafts";
+                    }
+                    EXPECT_LT(b.st.decode_forwards, 48);
+                }
+                if (e == other.get()) {
+                    other_drafted += b.st.model_drafted;
+                    other_acc += b.st.model_accepted;
+                }
+            }
+        }
+    }
+    EXPECT_GT(ngram_drafted, 0);
+    EXPECT_GT(ngram_acc, 0);
+    EXPECT_GT(self_acc, 0);
+    EXPECT_GT(other_drafted, other_acc) << "the other model's drafts were meant to be rejected too";
+}
+
+TEST(EngineSpeculative, RefusesWhatCannotWork) {
+    EngineConfig c;
+    c.model_path = tiny_model();
+    c.device = DeviceKind::Cpu;
+    c.n_ctx = 256;
+    Engine e;
+    c.spec = SpecMode::Draft;
+    Status s = e.load(c);
+    EXPECT_FALSE(s.ok);
+    EXPECT_NE(s.message.find("needs a draft model"), std::string::npos) << s.message;
+    c.spec = SpecMode::Ngram;
+    c.draft_model_path = other_tiny_model();
+    s = e.load(c);
+    EXPECT_FALSE(s.ok);
+    EXPECT_NE(s.message.find("--spec auto or draft"), std::string::npos) << s.message;
+    c.spec = SpecMode::Auto;
+    c.draft_max = 17;
+    s = e.load(c);
+    EXPECT_FALSE(s.ok);
+    EXPECT_NE(s.message.find("--draft-max"), std::string::npos) << s.message;
+    // Another vocabulary: SmolLM2's (49,152 tokens) against Qwen3's.
+    const std::string smol = test::models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (std::ifstream(smol).good()) {
+        c.draft_max = 8;
+        c.draft_model_path = smol;
+        s = e.load(c);
+        EXPECT_FALSE(s.ok);
+        EXPECT_NE(s.message.find("same vocabulary"), std::string::npos) << s.message;
+    }
+    // And the memory plan counts the draft: a cap that holds the model alone refuses the pair.
+    c.draft_model_path.clear();
+    c.max_memory_mb = 0;
+    c.cache_ram_mb = 0;  // the default session cache would shrink to fit a cap
+    ASSERT_TRUE(e.load(c).ok);
+    const MemoryReport alone = e.memory_report();
+    EXPECT_EQ(alone.draft, 0);
+    c.draft_model_path = other_tiny_model();
+    ASSERT_TRUE(e.load(c).ok);
+    const MemoryReport pair = e.memory_report();
+    EXPECT_GT(pair.draft, 0);
+    EXPECT_NE(pair.table().find("draft model"), std::string::npos);
+    c.max_memory_mb = static_cast<int>((alone.ours() + pair.draft / 2) / MIB) + 1;
+    s = e.load(c);
+    EXPECT_FALSE(s.ok) << "a cap between the model's and the pair's needs";
+}
+
+// The token at a drafted position (the second generated; the draft model is the model itself,
+// greedy, so the draft is the argmax and accepted with its probability), over 2,000 seeds.
+void expect_engine_distribution(const OutputConstraint& con) {
+    auto plain = load(SpecMode::Off, "");
+    auto spec = load(SpecMode::Draft, tiny_model(), 1);
+    const std::string prompt = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n";
+    std::map<int32_t, int> a, b;
+    int drafted = 0, accepted = 0;
+    const size_t P = plain->tokenize(prompt, true, true).size();
+    for (uint64_t seed = 0; seed < 2000; ++seed) {
+        for (Engine* e : {plain.get(), spec.get()}) {
+            GenerateRequest r;
+            r.prompt = prompt;
+            r.parse_special = true;
+            r.sampling.temperature = 0.8f;
+            r.sampling.top_k = 8;
+            r.sampling.top_p = 1.0f;
+            r.sampling.repeat_penalty = 1.0f;
+            r.sampling.seed = seed * 2 + (e == spec.get());
+            r.max_tokens = 3;  // room for a one-token draft after the first
+            r.constraint = con;
+            const GenerateResult res = e->generate(r, nullptr);
+            ASSERT_NE(res.finish, FinishReason::Error) << res.error;
+            const std::vector<int32_t>& t = e->resident_tokens();
+            ASSERT_GE(t.size(), P + 1);
+            // The second generated token (-1: the generation ended with the first).
+            (e == spec.get() ? b : a)[t.size() >= P + 2 ? t[P + 1] : -1]++;
+            if (e == spec.get()) {
+                drafted += res.stats.model_drafted;
+                accepted += res.stats.model_accepted;
+            }
+        }
+    }
+    int bins = 0;
+    EXPECT_GT(homogeneity_p(a, b, &bins), 0.01) << bins << " bins";
+    EXPECT_GE(bins, 3);
+    EXPECT_GT(drafted, 1000);
+    EXPECT_GT(accepted, 0);
+    EXPECT_LT(accepted, drafted);
+}
+
+TEST(EngineSpeculative, SampledTokensKeepTheModelsDistribution) { expect_engine_distribution({}); }
+
+TEST(EngineSpeculative, GrammarConstrainedSamplesKeepTheDistribution) {
+    OutputConstraint c;
+    c.kind = OutputConstraint::Kind::Grammar;
+    c.text = "root ::= [a-f]+";
+    expect_engine_distribution(c);
+}
+
+}  // namespace
+}  // namespace jllm
