@@ -124,12 +124,12 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     argmax_dev_ = static_cast<int32_t*>(alloc(sizeof(int32_t)));
     argmax_work_ = alloc(cuda::argmax_work_bytes());
     JLLM_CUDA_CHECK(cudaMemset(argmax_work_, 0, cuda::argmax_work_bytes()));
-    step_dev_ = static_cast<int32_t*>(alloc(2 * sizeof(int32_t)));
+    step_dev_ = static_cast<int32_t*>(alloc(STEP_WORDS * sizeof(int32_t)));
     const int k_max = static_cast<int>(std::min<int64_t>(cuda::TOPK_MAX, c_.n_vocab));
     topk_work_ = fbuf(cuda::topk_work_floats(c_.n_vocab, k_max));
     topk_vals_ = fbuf(static_cast<size_t>(k_max));
     topk_ids_ = static_cast<int32_t*>(alloc(static_cast<size_t>(k_max) * sizeof(int32_t)));
-    if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, 2 * sizeof(int32_t)));
+    if (!step_host_) JLLM_CUDA_CHECK(cudaMallocHost(&step_host_, STEP_WORDS * sizeof(int32_t)));
     mask_words_ = static_cast<size_t>((c_.n_vocab + 31) / 32);
     mask_dev_ = static_cast<uint32_t*>(alloc(mask_words_ * sizeof(uint32_t)));
     if (!mask_host_) JLLM_CUDA_CHECK(cudaMallocHost(&mask_host_, mask_words_ * sizeof(uint32_t)));
@@ -165,6 +165,14 @@ void CudaBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsM
     if (n_tokens == 1 && mode != LogitsMode::None && graph_usable() &&
         decode_graph(tokens[0], pos0, StepTail::Logits, 0)) {
         copy_logits(logits);
+        JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return;
+    }
+    // Speculative decoding's verification forward: one graph per batch size, replayed.
+    if (n_tokens > 1 && n_tokens <= cuda::GEMV_MAX_TOKENS && mode == LogitsMode::All && q8_path(n_tokens) &&
+        graph_usable() && verify_graph(tokens, n_tokens, pos0)) {
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(logits, logits_dev_, static_cast<size_t>(n_tokens) * V * sizeof(float),
+                                        cudaMemcpyDeviceToHost, stream_));
         JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return;
     }

@@ -80,7 +80,9 @@ public:
     }
 
     // For the tests' seams (tests/support): graphs held, and the decode step's first logits copy.
-    int graph_count() const { return static_cast<int>(decode_graphs_.size() + fwd_graphs_.size()); }
+    int graph_count() const {
+        return static_cast<int>(decode_graphs_.size() + fwd_graphs_.size() + verify_graphs_.size());
+    }
     int64_t logits_head() const { return logits_head_; }
 
 private:
@@ -131,6 +133,10 @@ private:
     // One decode step (token at pos, logits into logits_dev_, then the tail) by graph replay;
     // false if the graph could not be captured (then graphs stay off).
     bool decode_graph(int32_t token, int pos, StepTail tail, int k);
+    // A verification forward (speculative decoding: 2 .. GEMV_MAX_TOKENS tokens at pos.., every
+    // row's logits into logits_dev_) by graph replay, one graph per (tokens, split count): tokens
+    // and positions in step_dev_ + 2. False if the graph could not be captured.
+    bool verify_graph(const int32_t* tokens, int n_tokens, int pos);
     bool masked_tail_graph(StepTail tail, int k);
     // One decode step up to the logits in logits_dev_ and the tail's results (the graph when
     // usable), nothing copied back.
@@ -217,8 +223,10 @@ private:
 
     // CUDA-graph replay of the single-token decode step: token and position live in step_dev_
     // (copied from the pinned step_host_ by the graph's first node).
-    int32_t* step_dev_ = nullptr;   // [2] token, position
-    int32_t* step_host_ = nullptr;  // [2] pinned
+    // A verification forward's graph reads its tokens and positions after them (verify_graph).
+    static constexpr int STEP_WORDS = 2 + 2 * cuda::GEMV_MAX_TOKENS;
+    int32_t* step_dev_ = nullptr;   // [STEP_WORDS] token, position; verification tokens, positions
+    int32_t* step_host_ = nullptr;  // [STEP_WORDS] pinned
     // A decode step's token mask (TokenSelection::allowed): copied into the pinned mask_host_ by
     // forward_select, to mask_dev_ by the graph's node, applied to the logits before the tail.
     uint32_t* mask_dev_ = nullptr;   // [mask_words_]
@@ -237,6 +245,7 @@ private:
     // A masked step is two graphs: the decode through the logits (tail None), then, once the host
     // has the mask, this tail: the mask's copy, the mask, the selection.
     std::map<std::pair<StepTail, int>, cudaGraphExec_t> masked_tails_;  // (tail, k)
+    std::map<std::pair<int, int>, cudaGraphExec_t> verify_graphs_;      // (tokens, splits)
     int capture_splits_ = 0;  // the split count of the decode graph being captured (0: none)
     // Executables of the other forwards (captured per call, updated in place when the call's
     // graph has the same shape): one per layer (the last per logits mode), one for the logits

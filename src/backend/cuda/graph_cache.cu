@@ -38,6 +38,8 @@ void CudaBackend::release_graphs() {
     decode_graphs_.clear();
     for (auto& g : masked_tails_) (void)cudaGraphExecDestroy(g.second);
     masked_tails_.clear();
+    for (auto& g : verify_graphs_) (void)cudaGraphExecDestroy(g.second);
+    verify_graphs_.clear();
     for (auto& g : fwd_graphs_) (void)cudaGraphExecDestroy(g.second.exec);
     fwd_graphs_.clear();
 }
@@ -71,6 +73,41 @@ bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
     // The previous step has completed (forward() synchronizes), so the pinned words are free.
     step_host_[0] = token;
     step_host_[1] = pos;
+    JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    return true;
+}
+
+bool CudaBackend::verify_graph(const int32_t* tokens, int n_tokens, int pos) {
+    JLLM_ASSERT(n_tokens >= 2 && n_tokens <= cuda::GEMV_MAX_TOKENS);
+    const int splits = graph_splits(pos + n_tokens - 1);  // the last query's; the others skip what they do not need
+    const auto key = std::make_pair(n_tokens, splits);
+    if (verify_graphs_.count(key) == 0 && verify_graphs_.size() >= MAX_DECODE_GRAPHS) {
+        for (auto& g : verify_graphs_) (void)cudaGraphExecDestroy(g.second);
+        verify_graphs_.clear();
+    }
+    int32_t* tok_dev = step_dev_ + 2;
+    int32_t* pos_dev = step_dev_ + 2 + cuda::GEMV_MAX_TOKENS;
+    auto it = verify_graphs_.find(key);
+    if (it == verify_graphs_.end()) {
+        capture_splits_ = splits;
+        cudaGraph_t graph = capture("verify", [&] {
+            JLLM_CUDA_CHECK(cudaMemcpyAsync(tok_dev, step_host_ + 2, 2 * cuda::GEMV_MAX_TOKENS * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, stream_));
+            run_layers(nullptr, tok_dev, n_tokens, 0, pos_dev, 0);
+            final_norm(0, n_tokens);
+            logits_rows(0, n_tokens);
+        });
+        capture_splits_ = 0;
+        if (graph == nullptr) return false;
+        cudaGraphExec_t exec = instantiate(graph, "verify");
+        (void)cudaGraphDestroy(graph);
+        if (exec == nullptr) return false;
+        it = verify_graphs_.emplace(key, exec).first;
+    }
+    for (int t = 0; t < n_tokens; ++t) {
+        step_host_[2 + t] = tokens[t];
+        step_host_[2 + cuda::GEMV_MAX_TOKENS + t] = pos + t;
+    }
     JLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
     return true;
 }

@@ -1,0 +1,127 @@
+// tests/cuda/model/test_cuda_speculative.cpp — speculative decoding on the CUDA backend (tiny
+// synthetic Qwen3): a verification forward's logits rows against the same tokens decoded one at a
+// time (explicit bound), and greedy output with --spec off, ngram and draft (the model itself as
+// its draft: every draft accepted where the two paths agree; another model: mostly rejected)
+// identical, with the KV left behind equal to the plain decode's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "speculative_engines.h"
+#include "jllm_engine.h"
+#include "synth/synth_model.h"
+#include "test_paths.h"
+#include "tiny_qwen3.h"
+
+namespace jllm {
+namespace {
+
+std::string model_a() { return test::spec_model(); }
+std::string model_b() { return test::spec_other_model(); }
+
+std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 3) {
+    return test::spec_engine(DeviceKind::Cuda, spec, draft, draft_max);
+}
+
+TEST(CudaSpeculative, VerificationRowsMatchOneTokenSteps) {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+    const test::TinyQwen3 m = test::tiny_qwen3("cuda_spec_rows_tiny_qwen3.gguf", 7);
+    const size_t V = static_cast<size_t>(m.c.n_vocab);
+    std::vector<int32_t> prefix(37);
+    for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = static_cast<int32_t>((i * 104729 + 7) % 150000);
+    const int n0 = static_cast<int>(prefix.size());
+    for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+        auto b = create_cuda_backend(m.c);
+        b->bind_weights(m.w, WeightPlacement::Auto);
+        b->allocate(128, 64, kv);
+        std::vector<float> last(V);
+        for (int n : {2, 4, 5, 9}) {  // the q8 GEMV path (<= 4 tokens) and the GEMM path
+            std::vector<int32_t> batch(static_cast<size_t>(n));
+            for (int i = 0; i < n; ++i) batch[static_cast<size_t>(i)] = (i * 7919 + 101) % 150000;
+            b->truncate_kv(0);
+            b->forward(prefix.data(), n0, 0, LogitsMode::Last, last.data());
+            std::vector<float> steps(static_cast<size_t>(n) * V);
+            for (int i = 0; i < n; ++i) b->forward(&batch[static_cast<size_t>(i)], 1, n0 + i, LogitsMode::Last, steps.data() + i * V);
+            b->truncate_kv(n0);
+            std::vector<float> rows(static_cast<size_t>(n) * V);
+            b->forward(batch.data(), n, n0, LogitsMode::All, rows.data());
+            for (int i = 0; i < n; ++i) {
+                const float* x = rows.data() + i * V;
+                const float* y = steps.data() + i * V;
+                double max_abs = 0, max_ref = 0;
+                size_t ax = 0, ay = 0;
+                for (size_t t = 0; t < V; ++t) {
+                    max_abs = std::max(max_abs, static_cast<double>(std::fabs(x[t] - y[t])));
+                    max_ref = std::max(max_ref, static_cast<double>(std::fabs(y[t])));
+                    if (x[t] > x[ax]) ax = t;
+                    if (y[t] > y[ay]) ay = t;
+                }
+                // Up to 4 tokens: the step's GEMV (its 4-token instance) and its decode attention
+                // per query; more: the fp16 tensor-core GEMM and the prefill attention.
+                const double bound = n <= 4 ? 2e-3 : 3e-2;
+                std::printf("[rows] %s %d tokens row %d: max |diff| %.3g of max |logit| %.3g (%.2e)\n", kv_type_name(kv), n,
+                            i, max_abs, max_ref, max_abs / max_ref);
+                EXPECT_LE(max_abs, bound * max_ref) << n << " tokens, row " << i << ", " << kv_type_name(kv);
+                if (ax != ay) {  // only a near tie may flip
+                    EXPECT_LE(std::fabs(y[ax] - y[ay]), 2 * max_abs) << n << " tokens, row " << i;
+                }
+            }
+        }
+    }
+}
+
+struct Out {
+    std::vector<int32_t> tokens;
+    GenerateStats st;
+};
+
+Out greedy(Engine& e, const std::string& prompt) {
+    GenerateRequest r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.repeat_penalty = 1.0f;
+    r.max_tokens = 48;
+    const GenerateResult res = e.generate(r, nullptr);
+    EXPECT_NE(res.finish, FinishReason::Error) << res.error;
+    return Out{e.resident_tokens(), res.stats};
+}
+
+TEST(CudaSpeculative, GreedyOutputIdenticalInEveryMode) {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+    auto off = load(SpecMode::Off, "");
+    auto ngram = load(SpecMode::Ngram, "");
+    auto self = load(SpecMode::Draft, model_a());
+    auto other = load(SpecMode::Draft, model_b());
+    const std::vector<std::string> prompts = {
+        "light.kitchen is on, light.hall is off, light.porch is on. light.kitchen is",
+        "def add(a, b):\n    return a + b\n\ndef add(a, b):\n",
+        "one two three four one two three four one two",
+        "The weather today is",
+    };
+    int self_drafted = 0, self_accepted = 0, ngram_drafted = 0;
+    for (const std::string& p : prompts) {
+        const Out a = greedy(*off, p);
+        for (Engine* e : {ngram.get(), self.get(), other.get()}) {
+            const Out b = greedy(*e, p);
+            EXPECT_EQ(a.tokens, b.tokens) << p;
+            if (e == self.get()) {
+                self_drafted += b.st.model_drafted;
+                self_accepted += b.st.model_accepted;
+            }
+            if (e == ngram.get()) ngram_drafted += b.st.ngram_drafted;
+        }
+    }
+    std::printf("[cuda spec] the model as its own draft: %d of %d drafts accepted; prompt lookup drafted %d\n",
+                self_accepted, self_drafted, ngram_drafted);
+    EXPECT_GT(self_drafted, 0);
+    EXPECT_GE(self_accepted, self_drafted * 9 / 10);
+    EXPECT_GT(ngram_drafted, 0);
+}
+
+}  // namespace
+}  // namespace jllm
