@@ -449,3 +449,46 @@ def test_sigterm_answers_in_flight_and_exits_0():
         assert time.time() - t0 < 15
     finally:
         s.stop()
+
+
+def test_speculative_counts():
+    # --spec ngram drafts whenever prompt lookup finds a match: a greedy answer that repeats its
+    # prompt gets drafts, and the response's counts and /metrics agree.
+    s = Server("--spec", "ngram", "--draft-max", "4")
+    try:
+        before = s.metrics()
+        text = "one two three four five six seven eight " * 6
+        status, _, r = s.post("/v1/completions", {"prompt": text, "max_tokens": 48, "temperature": 0})
+        assert status == 200, r
+        spec = r["jetson"]["speculative"]
+        assert spec["drafted"] == spec["ngram"]["drafted"] > 0
+        assert 0 < spec["accepted"] == spec["ngram"]["accepted"] <= spec["drafted"]
+        assert spec["draft_model"] == {"drafted": 0, "accepted": 0}
+        assert 0 < spec["decode_forwards"] < r["usage"]["completion_tokens"]
+        assert r["timings"]["draft_n"] == spec["drafted"]
+        assert r["timings"]["draft_n_accepted"] == spec["accepted"]
+        after = s.metrics()
+        key = 'jllm_draft_tokens_total{drafter="ngram"}'
+        assert after[key] - before.get(key, 0) == spec["drafted"]
+        key = 'jllm_draft_accepted_tokens_total{drafter="ngram"}'
+        assert after[key] - before.get(key, 0) == spec["accepted"]
+        # The same answer without speculation.
+        plain = Server("--spec", "off")
+        try:
+            status, _, p = plain.post("/v1/completions", {"prompt": text, "max_tokens": 48, "temperature": 0})
+            assert status == 200
+            assert p["choices"][0]["text"] == r["choices"][0]["text"]
+            assert p["jetson"]["speculative"]["drafted"] == 0
+        finally:
+            plain.stop()
+    finally:
+        s.stop()
+
+
+def test_speculative_flags_refused():
+    cases = ((("--spec", "draft"), "needs a draft model"), (("--draft", "8"), "--draft-max N"),
+             (("--draft-max", "17"), "draft-max"), (("--spec", "bogus"), "spec"))
+    for extra, why in cases:
+        with pytest.raises(RuntimeError, match="exited early") as e:
+            Server(*extra)
+        assert why in str(e.value), (extra, str(e.value)[-400:])
