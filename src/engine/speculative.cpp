@@ -55,7 +55,11 @@ int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out
 
 DraftModel::DraftModel(const std::string& path, DeviceKind device, int n_threads, WeightPlacement placement,
                        const Tokenizer& target) {
-    file_ = GgufFile::open(path);
+    try {
+        file_ = GgufFile::open(path);
+    } catch (const std::exception& e) {
+        throw JllmError(strfmt("draft model: %s", e.what()));
+    }
     mc_ = std::make_unique<ModelConfig>(load_model_config(*file_));
     w_ = std::make_unique<ModelWeights>(bind_model_weights(*file_, *mc_));
     name_ = mc_->name;

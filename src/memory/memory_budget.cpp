@@ -83,7 +83,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
         std::string s;
         if (cfg_.cap > 0 && room == cfg_.cap - runtime() - weights() - sessions_) {
             s = strfmt("the --max-memory cap of %s MB leaves %s MB after the model (%s MB) and runtime (%s MB)",
-                       mb(cfg_.cap).c_str(), mb(std::max<int64_t>(room, 0)).c_str(), mb(model_).c_str(),
+                       mb(cfg_.cap).c_str(), mb(std::max<int64_t>(room, 0)).c_str(), mb(weights()).c_str(),
                        mb(runtime()).c_str());
         } else if (!dev_.unified && dev_.free >= 0 && room == dev_.free - (model_mapped_ ? 0 : weights()) - cfg_.margin) {
             s = strfmt("the device has %s MB free; after the weights and the %s MB margin %s MB are left",
@@ -91,7 +91,7 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
         } else {
             s = strfmt("MemAvailable is %s MB; after the model (%s MB), runtime (%s MB) and the %s MB margin "
                        "%s MB are left",
-                       mb(mi_.available).c_str(), mb(model_).c_str(), mb(runtime_pending_).c_str(),
+                       mb(mi_.available).c_str(), mb(weights()).c_str(), mb(runtime_pending_).c_str(),
                        mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
         }
         if (sessions_ > 0) s += strfmt(" (the --cache-ram session cache holds %s MB of it)", mb(sessions_).c_str());
