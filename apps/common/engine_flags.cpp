@@ -83,7 +83,7 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
         add_enum(app, "--spec", &c.spec, SPEC_MODES, "auto",
                  "Speculative decoding: auto (prompt lookup, and the --draft model when given, each while it pays), "
                  "ngram (prompt lookup whenever it finds a match), draft (the --draft model every step), off. "
-                 "Greedy output is the same in every mode; sampled output keeps the model's distribution");
+                 "The output is the same in every mode (greedy, or sampled with a seed)");
         app.add_option("--draft,--model-draft", c.draft_model_path,
                        "Draft model for speculative decoding: a smaller GGUF with the same vocabulary")
             ->check([](const std::string& v) {

@@ -887,9 +887,14 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             const int32_t raw_top_n = req.n_logprobs;
             if (raw_top_n >= 0) raw.assign(lg, lg + V);
             // With candidates the backend applied this step's mask; on the logits the sampler does.
+            // A drafted position is sampled exactly as without a draft (the same draw from the same
+            // random stream) and the draft accepted where the token is the draft: at temperature 0
+            // the argmax; above, with probability p(draft), the rest drawn from p without it — the
+            // speculative-sampling rule for a deterministic draft, coupled to the plain draw, so a
+            // seed gives the same output with and without speculation.
             const int32_t id = n_cands > 0 && rows == 0
                                    ? sampler.sample_candidates(cand_ids.data(), cand_vals.data(), n_cands, m.resident)
-                                   : sampler.sample(lg, m.resident, allowed, expect);
+                                   : sampler.sample(lg, m.resident, allowed);
             if (raw_top_n >= 0) lp = token_logprob(raw.data(), static_cast<int32_t>(m.mc.n_vocab), id, raw_top_n, &top);
             if (first) {
                 st.ttft_ms = now_ms() - t_start;

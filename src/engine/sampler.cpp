@@ -36,7 +36,7 @@ void Sampler::apply_penalties(float* logits, const std::vector<int32_t>& history
     }
 }
 
-int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history, const uint32_t* allowed, int32_t draft) {
+int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history, const uint32_t* allowed) {
     for (const auto& [id, bias] : p_.logit_bias) {
         if (id >= 0 && id < n_vocab_) logits[id] += bias;
     }
@@ -61,7 +61,7 @@ int32_t Sampler::sample(float* logits, const std::vector<int32_t>& history, cons
     }
     // Every allowed logit -inf (a bias of -inf on them): the first allowed token, never another.
     if (n == 0 && first_allowed >= 0) return first_allowed;
-    return draw(n, draft);
+    return draw(n);
 }
 
 bool Sampler::candidates_suffice(int max_k, int* k) const {
@@ -120,7 +120,7 @@ int32_t Sampler::sample_candidates(int32_t* ids, float* vals, int n, const std::
     return draw(m);
 }
 
-int32_t Sampler::draw(size_t n, int32_t draft) {
+int32_t Sampler::draw(size_t n) {
     if (n == 0) return 0;
     auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
     if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
@@ -157,31 +157,14 @@ int32_t Sampler::draw(size_t n, int32_t draft) {
     }
     double total = 0.0;
     for (size_t i = 0; i < n; ++i) total += cand_[i].logit;
-    if (draft >= 0) {
-        // Accepted with its probability; else drawn from the rest (the draft's mass taken out).
-        size_t at = n;
-        for (size_t i = 0; i < n; ++i) {
-            if (cand_[i].id == draft) at = i;
-        }
-        if (at < n) {
-            const double pd = cand_[at].logit;
-            std::uniform_real_distribution<double> u(0.0, total);
-            if (u(rng_) < pd || pd >= total) return draft;
-            total -= pd;
-            cand_[at].logit = 0.0f;
-        }
-    }
     std::uniform_real_distribution<double> uni(0.0, total);
     const double r = uni(rng_);
     double acc = 0.0;
-    size_t last = n - 1;
     for (size_t i = 0; i < n; ++i) {
-        if (cand_[i].logit <= 0.0f) continue;
         acc += cand_[i].logit;
-        last = i;
         if (r < acc) return cand_[i].id;
     }
-    return cand_[last].id;
+    return cand_[n - 1].id;
 }
 
 float token_logprob(const float* logits, int32_t n_vocab, int32_t id, int top_n, std::vector<TokenLogprob>* top) {

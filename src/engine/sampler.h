@@ -23,15 +23,7 @@ public:
     // token sequence so far (prompt + generated); the penalty window is its tail. `allowed` (a
     // bitmask over the vocabulary, bit t % 32 of word t / 32; null: every token): the others are
     // never drawn (a grammar's mask, applied before everything else).
-    //
-    // `draft` (>= 0): a token proposed for this position by a drafter (speculative decoding). At
-    // temperature 0 nothing changes (the caller compares the argmax with it). Otherwise the
-    // draft is accepted with its probability p(draft) under this step's final distribution and
-    // returned; when it is not, the token is drawn from that distribution without the draft,
-    // renormalized. The token returned is distributed exactly as without a draft (a
-    // deterministic draft's acceptance rule: p(d) + (1 - p(d)) * p(x) / (1 - p(d)) = p(x)).
-    int32_t sample(float* logits, const std::vector<int32_t>& history, const uint32_t* allowed = nullptr,
-                   int32_t draft = -1);
+    int32_t sample(float* logits, const std::vector<int32_t>& history, const uint32_t* allowed = nullptr);
 
     // Candidate sampling (the GPU's top-k path): if these parameters can be served from the k
     // largest raw logits, returns true and sets *k. Exact because bias is absent and penalties
@@ -45,8 +37,7 @@ public:
     const SamplingParams& params() const { return p_; }
 
 private:
-    // temperature-scaled candidates cand_[0..n) -> id; `draft` as sample()'s
-    int32_t draw(size_t n, int32_t draft = -1);
+    int32_t draw(size_t n);  // temperature-scaled, sorted candidates cand_[0..n) -> id
     struct Cand {
         float logit;
         int32_t id;

@@ -2,7 +2,8 @@
 // (prompt lookup over the request's own tokens; a smaller model of the same vocabulary) and the
 // tuner that picks each step's draft length from the measured acceptance and forward costs. The
 // engine's decode loop verifies a draft with one batched forward and samples every position
-// with the request's sampler (Sampler::sample's `draft`), so the output is the model's own.
+// with the request's sampler, as without a draft (the draft accepted where the sampled token is
+// it), so the output is the model's own, token for token.
 #pragma once
 
 #include <cstdint>
