@@ -41,10 +41,9 @@ struct Sum {
 };
 
 SpecMode mode_of(const std::string& m) {
-    if (m == "off") return SpecMode::Off;
-    if (m == "ngram") return SpecMode::Ngram;
-    if (m == "draft") return SpecMode::Draft;
-    if (m == "auto") return SpecMode::Auto;
+    for (SpecMode x : {SpecMode::Off, SpecMode::Ngram, SpecMode::Draft, SpecMode::Auto}) {
+        if (m == spec_mode_name(x)) return x;
+    }
     throw std::runtime_error("--modes: '" + m + "' is not off, ngram, draft or auto");
 }
 

@@ -12,8 +12,7 @@ namespace jllm {
 
 namespace {
 
-// The pools a model's backend allocates for n positions (batches up to 512): KV and scratch.
-int64_t kv_pool(const ModelConfig& mc, int n, KvType t) { return cpu_kv_pool_bytes(mc, n, t); }
+// The scratch pool a model's backend allocates for n positions (batches up to 512).
 int64_t scratch_pool(const ModelConfig& mc, const ModelWeights& w, int n, int n_threads, int64_t mm512) {
     const int nb = std::min(n, 512);
     return cpu_scratch_pool_bytes(mc, n, nb, n_threads, nb == 512 ? mm512 : cpu_matmul_scratch_bytes(w, nb));
@@ -41,23 +40,19 @@ int plan_context(MemoryBudget& budget, const EngineConfig& cfg, const ModelConfi
     const int limit = cfg.n_ctx > 0 ? static_cast<int>(std::min<int64_t>(model_ctx, 1 << 24))
                                     : static_cast<int>(std::min<int64_t>(model_ctx, 4096));
     const int64_t mm = cpu_matmul_scratch_bytes(w, 512);
-    auto kv = [&](int n) { return kv_pool(mc, n, cfg.kv_type); };
+    auto kv = [&](int n) { return cpu_kv_pool_bytes(mc, n, cfg.kv_type); };
     auto scratch = [&](int n) { return scratch_pool(mc, w, n, n_threads, mm); };
-    int64_t draft_weights = 0;
     if (draft.mc && draft.w) {
         const ModelConfig& dmc = *draft.mc;
         const ModelWeights& dw = *draft.w;
         const int64_t dmm = cpu_matmul_scratch_bytes(dw, 512);
         const KvType t = cfg.kv_type;
         const int64_t held = draft.backend ? draft.backend->memory().weights_bytes : 0;
-        draft_weights = held > 0 ? held : static_cast<int64_t>(dw.total_bytes);
-        budget.set_draft(draft_weights, [&dmc, &dw, dmm, t, n_threads](int n) {
-            return kv_pool(dmc, n, t) + scratch_pool(dmc, dw, n, n_threads, dmm);
+        budget.set_draft(held > 0 ? held : static_cast<int64_t>(dw.total_bytes), [&dmc, &dw, dmm, t, n_threads](int n) {
+            return cpu_kv_pool_bytes(dmc, n, t) + scratch_pool(dmc, dw, n, n_threads, dmm);
         });
     }
-    const int n = budget.choose_context(cfg.n_ctx, limit, kv, scratch);
-    if (draft_weights > 0) budget.set_draft(draft_weights, nullptr);  // its pools stay recorded
-    return n;
+    return budget.choose_context(cfg.n_ctx, limit, kv, scratch);
 }
 
 MemoryReport finish_memory_plan(MemoryBudget& budget, const EngineConfig& cfg, const Backend& backend, int n_ctx,

@@ -152,6 +152,8 @@ private:
     // graph instantiated (the graph itself is left to the caller); null when that fails (graphs off
     // from then on, a warning).
     cudaGraphExec_t instantiate(cudaGraph_t graph, const char* what);
+    // capture() then instantiate(), the graph itself released: the executable, or null (graphs off).
+    cudaGraphExec_t capture_exec(const char* what, const std::function<void()>& enqueue);
     // A graph's node count and node types (FNV-1a): an executable is updated only from a graph of
     // the same shape (cudaGraphExecUpdate refuses others; kernels and their arguments may differ).
     static uint64_t graph_shape(cudaGraph_t graph);

@@ -55,7 +55,7 @@ bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
     auto it = decode_graphs_.find(key);
     if (it == decode_graphs_.end()) {
         capture_splits_ = splits;
-        cudaGraph_t graph = capture("decode", [&] {
+        cudaGraphExec_t exec = capture_exec("decode", [&] {
             JLLM_CUDA_CHECK(cudaMemcpyAsync(step_dev_, step_host_, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
             run_layers(nullptr, step_dev_, 1, 0, step_dev_ + 1);
             final_norm(0, 1);
@@ -64,9 +64,6 @@ bool CudaBackend::decode_graph(int32_t token, int pos, StepTail tail, int k) {
             step_tail(tail, k, false);
         });
         capture_splits_ = 0;
-        if (graph == nullptr) return false;
-        cudaGraphExec_t exec = instantiate(graph, "decode");
-        (void)cudaGraphDestroy(graph);
         if (exec == nullptr) return false;
         it = decode_graphs_.emplace(key, exec).first;
     }
@@ -90,7 +87,7 @@ bool CudaBackend::verify_graph(const int32_t* tokens, int n_tokens, int pos) {
     auto it = verify_graphs_.find(key);
     if (it == verify_graphs_.end()) {
         capture_splits_ = splits;
-        cudaGraph_t graph = capture("verify", [&] {
+        cudaGraphExec_t exec = capture_exec("verify", [&] {
             JLLM_CUDA_CHECK(cudaMemcpyAsync(tok_dev, step_host_ + 2, 2 * cuda::GEMV_MAX_TOKENS * sizeof(int32_t),
                                             cudaMemcpyHostToDevice, stream_));
             run_layers(nullptr, tok_dev, n_tokens, 0, pos_dev, 0);
@@ -98,9 +95,6 @@ bool CudaBackend::verify_graph(const int32_t* tokens, int n_tokens, int pos) {
             logits_rows(0, n_tokens);
         });
         capture_splits_ = 0;
-        if (graph == nullptr) return false;
-        cudaGraphExec_t exec = instantiate(graph, "verify");
-        (void)cudaGraphDestroy(graph);
         if (exec == nullptr) return false;
         it = verify_graphs_.emplace(key, exec).first;
     }
@@ -138,6 +132,14 @@ cudaGraphExec_t CudaBackend::instantiate(cudaGraph_t graph, const char* what) {
             cudaGetErrorName(e));
     graph_failed_ = true;
     return nullptr;
+}
+
+cudaGraphExec_t CudaBackend::capture_exec(const char* what, const std::function<void()>& enqueue) {
+    cudaGraph_t graph = capture(what, enqueue);
+    if (graph == nullptr) return nullptr;
+    cudaGraphExec_t exec = instantiate(graph, what);
+    (void)cudaGraphDestroy(graph);
+    return exec;
 }
 
 void CudaBackend::run_as_graph(int64_t key, const std::function<void()>& enqueue) {
@@ -208,10 +210,7 @@ bool CudaBackend::masked_tail_graph(StepTail tail, int k) {
     const auto key = std::make_pair(tail, tail == StepTail::TopK ? k : 0);
     auto it = masked_tails_.find(key);
     if (it == masked_tails_.end()) {
-        cudaGraph_t graph = capture("masked tail", [&] { step_tail(tail, k, true); });
-        if (graph == nullptr) return false;
-        cudaGraphExec_t exec = instantiate(graph, "masked tail");
-        (void)cudaGraphDestroy(graph);
+        cudaGraphExec_t exec = capture_exec("masked tail", [&] { step_tail(tail, k, true); });
         if (exec == nullptr) return false;
         it = masked_tails_.emplace(key, exec).first;
     }
