@@ -54,7 +54,6 @@ public:
     // spent bringing the cache up to seq, *step_ms the drafting steps'.
     int draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
               double* step_ms);
-    void clear() { resident_.clear(); }
     // Tokens of seq its cache does not hold (what the next draft prefills first).
     size_t cold_tokens(const std::vector<int32_t>& seq) const;
 
