@@ -1,5 +1,5 @@
 // apps/common/engine_flags.h — the engine's flags, defined once for every program that loads a
-// model (jetson-llm, jetson-llm-server, jllm-bench): names, help texts, defaults, ranges and the
+// model (jetson-llm, jetson-llm-server, jllm-bench, jllm-perplexity): names, help texts, defaults, ranges and the
 // string -> enum parsing (DESIGN.md "One flag table"). Each program picks the groups it takes and
 // adds its own flags beside them. Built from include/ alone, like the programs.
 #pragma once
