@@ -126,14 +126,19 @@ Row make_row(const float* logits, int64_t n_vocab, int32_t next, uint32_t n_top,
     r.argmax = static_cast<int32_t>(arg);
     r.logp_next = logsm[static_cast<size_t>(next)];
     const size_t k = std::min<size_t>(n_top, V);
-    std::vector<int32_t> idx(V);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(), [&](int32_t a, int32_t b) {
-        const double la = logsm[static_cast<size_t>(a)], lb = logsm[static_cast<size_t>(b)];
-        return la > lb || (la == lb && a < b);
-    });
-    r.ids.assign(idx.begin(), idx.begin() + static_cast<long>(k));
-    for (int32_t id : r.ids) r.logp.push_back(static_cast<float>(logsm[static_cast<size_t>(id)]));
+    if (k == 1) {  // the argmax above (its first maximum: the lowest id among ties, as the sort's)
+        r.ids.assign(1, r.argmax);
+        r.logp.assign(1, static_cast<float>(logsm[arg]));
+    } else {
+        std::vector<int32_t> idx(V);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(), [&](int32_t a, int32_t b) {
+            const double la = logsm[static_cast<size_t>(a)], lb = logsm[static_cast<size_t>(b)];
+            return la > lb || (la == lb && a < b);
+        });
+        r.ids.assign(idx.begin(), idx.begin() + static_cast<long>(k));
+        for (int32_t id : r.ids) r.logp.push_back(static_cast<float>(logsm[static_cast<size_t>(id)]));
+    }
     for (int32_t id : sample_ids) r.sample_logp.push_back(static_cast<float>(logsm[static_cast<size_t>(id)]));
     return r;
 }
@@ -252,7 +257,7 @@ LogProbFile read_logprob_file(const std::string& path) {
     return f;
 }
 
-LogProbWriter::LogProbWriter(const std::string& path, const LogProbHeader& h) : path_(path), header_(h) {
+LogProbWriter::LogProbWriter(const std::string& path, const LogProbHeader& h) : path_(path), n_top_(h.n_top), n_sample_(h.n_sample) {
     f_ = std::fopen(path.c_str(), "wb");
     if (f_ == nullptr) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
     put(f_, MAGIC, 8, path_);
@@ -270,8 +275,7 @@ LogProbWriter::~LogProbWriter() {
 }
 
 void LogProbWriter::add(const Row& row) {
-    if (row.ids.size() != header_.n_top || row.logp.size() != header_.n_top ||
-        row.sample_logp.size() != header_.n_sample) {
+    if (row.ids.size() != n_top_ || row.logp.size() != n_top_ || row.sample_logp.size() != n_sample_) {
         throw std::logic_error("LogProbWriter::add: the row does not match the header's n_top / n_sample");
     }
     const float lp = static_cast<float>(row.logp_next);

@@ -100,7 +100,7 @@ public:
 private:
     std::FILE* f_ = nullptr;
     std::string path_;
-    LogProbHeader header_;
+    uint32_t n_top_ = 0, n_sample_ = 0;
 };
 
 // Running statistics of the scored positions.
