@@ -245,7 +245,19 @@ struct ModelInfo {
     std::string spec;
     std::string draft_path, draft_name;
     int draft_max = 0;
+    // What the file says of itself: its quantization by llama.cpp's file-type name
+    // (general.file_type: "Q4_K_M", "Q4_1", "F16"; empty where absent or unknown), the chat
+    // template it ships (tokenizer.chat_template) and the renderer in use ("chatml", "qwen3",
+    // "llama3"), and an xxh3-64 of its header (metadata and tensor table: the model's identity).
+    std::string file_type;
+    std::string chat_template_text, chat_template;
+    uint64_t fingerprint = 0;
+    bool tools = false;     // the template has a tool-call format
+    bool thinking = false;  // the template has a reasoning switch (enable_thinking)
 };
+
+// llama.cpp's name of a general.file_type value (llama_ftype): 15 -> "Q4_K_M"; "" if unknown.
+const char* gguf_file_type_name(uint32_t file_type);
 
 // The description behind `jetson-llm --info` of a GGUF file: architecture, name, the
 // hyper-parameters the engine uses, tokenizer type and vocabulary size, tensor count by type,

@@ -13,7 +13,7 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates unzip
           libgtest-dev libgmock-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libxxhash-dev
           libcpp-httplib-dev libsystemd-dev systemd clang iproute2 file)
-PY_PKGS=(numpy gguf tokenizers jinja2 pytest openai jsonschema matplotlib)
+PY_PKGS=(numpy gguf tokenizers jinja2 pytest openai ollama jsonschema matplotlib)
 if [ "$PORTABILITY" = 1 ]; then
   APT_PKGS+=(g++-11)
   if [ "$(uname -m)" = x86_64 ]; then

@@ -40,6 +40,16 @@ namespace jllm {
 
 const char* kv_type_name(KvType t) { return t == KvType::Int8 ? "int8" : "fp16"; }
 
+const char* gguf_file_type_name(uint32_t file_type) {
+    // llama_ftype; 4-6 and 33-35 are retired values.
+    static const char* const names[] = {
+        "F32",     "F16",    "Q4_0",   "Q4_1",    "",       "",      "",      "Q8_0",   "Q5_0",  "Q5_1",
+        "Q2_K",    "Q3_K_S", "Q3_K_M", "Q3_K_L",  "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ2_XXS",
+        "IQ2_XS",  "Q2_K_S", "IQ3_XS", "IQ3_XXS", "IQ1_S",  "IQ4_NL", "IQ3_S", "IQ3_M",  "IQ2_S", "IQ2_M",
+        "IQ4_XS",  "IQ1_M",  "BF16",   "",        "",       "",       "TQ1_0", "TQ2_0"};
+    return file_type < sizeof names / sizeof names[0] ? names[file_type] : "";
+}
+
 const char* cache_source_name(CacheSource s) {
     switch (s) {
         case CacheSource::None: return "none";
@@ -254,6 +264,14 @@ Status Engine::load(const EngineConfig& config) {
     }
     info.kv_bytes = static_cast<uint64_t>(Backend::kv_bytes_for(m.mc, m.n_ctx, config.kv_type));
     info.kv_type = kv_type_name(config.kv_type);
+    if (const std::optional<uint64_t> ft = m.file->get_uint("general.file_type")) {
+        info.file_type = gguf_file_type_name(static_cast<uint32_t>(*ft));
+    }
+    info.chat_template_text = m.gguf_template;
+    info.chat_template = chat_template_kind_name(m.chat_kind);
+    info.fingerprint = model_fingerprint(*m.file);
+    info.tools = tool_format(m.chat_kind, m.gguf_template) != ToolFormat::None;
+    info.thinking = m.chat_kind == ChatTemplateKind::Qwen3;
     info.spec = spec_mode_name(config.spec);
     info.draft_max = config.spec == SpecMode::Off ? 0 : config.draft_max;
     if (m.draft) {

@@ -51,20 +51,9 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
     if (perr) return send_error(res, *perr);
     if (const std::optional<ApiError> terr = tokenize_prompt(*pr)) return send_error(res, *terr);
 
-    auto job = std::make_shared<Job>();
-    job->id = make_response_id(kind);
-    job->session_id = pr->session_id;
-    job->deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
-    job->peer.fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
-    job->peer.http11 = req.version == "HTTP/1.1";
-
-    const uint64_t ticket = queue.enter();
-    if (ticket == 0) {
-        return send_error(res, unavailable(strfmt("the server is busy: %d requests are waiting (--max-queue)", queue.capacity()),
-                                           "queue_full", 1));
-    }
-    auto turn = std::make_shared<Turn>(queue, ticket);
-    if (!wait_turn(*job, ticket, res)) return;
+    auto job = make_job(req, make_response_id(kind), pr->session_id);
+    const std::shared_ptr<Turn> turn = enter_queue(*job, res);
+    if (!turn) return;
 
     ResponseHead head;
     head.id = job->id;
@@ -77,6 +66,28 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
     } else {
         answer(shape, job, *pr, turn, res);
     }
+}
+
+std::shared_ptr<Job> HttpServer::Impl::make_job(const httplib::Request& req, std::string id, const std::string& session_id) {
+    auto job = std::make_shared<Job>();
+    job->id = std::move(id);
+    job->session_id = session_id;
+    job->deadline = Clock::now() + std::chrono::seconds(opt.timeout_s);
+    job->peer.fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+    job->peer.http11 = req.version == "HTTP/1.1";
+    return job;
+}
+
+std::shared_ptr<Turn> HttpServer::Impl::enter_queue(Job& job, httplib::Response& res) {
+    const uint64_t ticket = queue.enter();
+    if (ticket == 0) {
+        send_error(res, unavailable(strfmt("the server is busy: %d requests are waiting (--max-queue)", queue.capacity()),
+                                    "queue_full", 1));
+        return nullptr;
+    }
+    auto turn = std::make_shared<Turn>(queue, ticket);
+    if (!wait_turn(job, ticket, res)) return nullptr;
+    return turn;
 }
 
 // The prompt as tokens: counted (context check) before queueing; the engine gets the ids.
@@ -105,7 +116,7 @@ std::optional<ApiError> HttpServer::Impl::tokenize_prompt(ParsedRequest& pr) {
     } else if (pr.prompt_is_tokens) {
         tokens = pr.prompt_tokens;
     } else {
-        tokens = engine.tokenize(pr.prompt_text, /*parse_special=*/false, /*add_bos=*/true);
+        tokens = engine.tokenize(pr.prompt_text, pr.prompt_special, pr.add_bos);
     }
     if (tokens.empty()) return invalid_request("the prompt is empty", prompt_param);
     if (static_cast<int64_t>(tokens.size()) >= info.n_ctx) {

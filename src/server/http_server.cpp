@@ -24,6 +24,7 @@
 #include "server/connection_watch.h"
 #include "server/half_closed.h"
 #include "server/json_util.h"
+#include "server/ollama_api.h"
 #include "server/server_impl.h"
 #include "server/service_notify.h"
 
@@ -46,7 +47,8 @@ namespace {
 
 std::string endpoint_label(const std::string& path) {
     static const char* known[] = {"/health", "/v1/models", "/models", "/v1/chat/completions", "/chat/completions",
-                                  "/v1/completions", "/completions", "/tokenize", "/detokenize", "/metrics"};
+                                  "/v1/completions", "/completions", "/tokenize", "/detokenize", "/metrics",
+                                  "/api/chat", "/api/generate", "/api/tags", "/api/show", "/api/ps", "/api/version"};
     for (const char* k : known) {
         if (path == k) return k;
     }
@@ -69,10 +71,12 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+thread_local bool t_ollama_api = false;
+
 void send_error(httplib::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-    res.set_content(dump_json(error_json(e)), "application/json");
+    res.set_content(dump_json(t_ollama_api ? ollama_error(e.message) : error_json(e)), "application/json");
 }
 
 void send_json(httplib::Response& res, const Json& j, int status) {
@@ -306,7 +310,9 @@ void HttpServer::Impl::setup_routes() {
             e.code = "bad_request";
             e.message = "malformed HTTP request";
         }
+        t_ollama_api = req.path.compare(0, 5, "/api/") == 0;
         send_error(res, e);
+        t_ollama_api = false;
         return httplib::Server::HandlerResponse::Handled;
     }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -349,6 +355,13 @@ void HttpServer::Impl::setup_routes() {
         }
     };
 
+    // Ollama's endpoints: their errors in Ollama's shape, whichever helper sends them.
+    auto api = [guarded](auto&& fn, httplib::Response& res) {
+        t_ollama_api = true;
+        guarded(fn, res);
+        t_ollama_api = false;
+    };
+
     http.Get("/health", [this, guarded](const httplib::Request&, httplib::Response& res) {
         guarded([&] { handle_health(res); }, res);
     });
@@ -382,6 +395,60 @@ void HttpServer::Impl::setup_routes() {
             }, res);
         });
     }
+    // Ollama's API (ollama_handler.cpp).
+    for (auto [path, chat] : {std::pair<const char*, bool>{"/api/chat", true}, {"/api/generate", false}}) {
+        http.Post(path, [this, api, chat = chat](const httplib::Request& req, httplib::Response& res,
+                                                     const httplib::ContentReader& reader) {
+            api([&] {
+                std::string body;
+                if (read_body(reader, res, body) && authorized(req, res)) handle_ollama_generate(req, body, res, chat);
+            }, res);
+        });
+    }
+    http.Get("/api/version", [api](const httplib::Request&, httplib::Response& res) {
+        api([&] { send_json(res, Json{{"version", OLLAMA_API_VERSION}}); }, res);
+    });
+    http.Get("/api/tags", [this, api](const httplib::Request& req, httplib::Response& res) {
+        api([&] {
+            if (authorized(req, res)) handle_ollama_tags(res);
+        }, res);
+    });
+    http.Get("/api/ps", [this, api](const httplib::Request& req, httplib::Response& res) {
+        api([&] {
+            if (authorized(req, res)) handle_ollama_ps(res);
+        }, res);
+    });
+    http.Post("/api/show", [this, api](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+        api([&] {
+            std::string body;
+            if (read_body(reader, res, body) && authorized(req, res)) handle_ollama_show(body, res);
+        }, res);
+    });
+    // No embeddings from a generator; models are chosen when the service starts.
+    auto refuse = [this, api](int status, std::string message) {
+        return [this, api, status, message](const httplib::Request& req, httplib::Response& res,
+                                                const httplib::ContentReader& reader) {
+            api([&] {
+                std::string body;
+                if (!read_body(reader, res, body) || !authorized(req, res)) return;
+                ApiError e = invalid_request(message, "", "unsupported_endpoint");
+                e.status = status;
+                send_error(res, e);
+            }, res);
+        };
+    };
+    for (const char* path : {"/api/embed", "/api/embeddings"}) {
+        http.Post(path, refuse(501, "this server does not compute embeddings: its model is a text generator"));
+    }
+    for (const char* path : {"/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete", R"(/api/blobs/(.+))"}) {
+        const std::string what = std::string(path).substr(5, std::string(path).find_first_of("/(", 5) - 5);
+        const std::string msg = "models are managed by the service: the model is chosen when jetson-llm-server starts "
+                                "(-m), so /api/" + what + " is not available";
+        http.Post(path, refuse(403, msg));
+        if (what == "delete") http.Delete(path, refuse(403, msg));
+    }
+
     // llama-server's slot actions on the one slot (the resident sequence): /slots/0?action=...
     http.Post(R"(/slots/(\d+))", [this, guarded](const httplib::Request& req, httplib::Response& res,
                                                  const httplib::ContentReader& reader) {

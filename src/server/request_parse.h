@@ -27,6 +27,8 @@ struct ParsedRequest {
     std::string prompt_text;             // completions: a text prompt
     std::vector<int32_t> prompt_tokens;  // completions: a token-id prompt (prompt_text unused)
     bool prompt_is_tokens = false;
+    bool prompt_special = false;         // completions: parse <|...|> in prompt_text (Ollama's raw prompts)
+    bool add_bos = true;                 // completions: BOS first where the model asks for one
     GenerateRequest gen;                 // sampling, stop, max_tokens, n_logprobs (prompt filled later)
     bool stream = false;
     bool include_usage = false;

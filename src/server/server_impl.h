@@ -22,6 +22,7 @@
 #include "server/http_server.h"
 #include "server/json_util.h"
 #include "server/metrics.h"
+#include "server/ollama_api.h"
 #include "server/openai_response.h"
 #include "server/request_parse.h"
 #include "server/request_queue.h"
@@ -60,6 +61,8 @@ struct Turn {
 // Set on the worker thread whose request ran a generation: its freed memory is trimmed after the
 // answer (http_server.cpp's logger).
 extern thread_local bool t_generated;
+// Set while an /api/* (Ollama) request is handled: send_error writes {"error": message}.
+extern thread_local bool t_ollama_api;
 
 void send_error(httplib::Response& res, const ApiError& e);
 void send_json(httplib::Response& res, const Json& j, int status = 200);
@@ -108,12 +111,27 @@ struct HttpServer::Impl {
     void handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
                          ResponseKind kind);
     std::optional<ApiError> tokenize_prompt(ParsedRequest& pr);
+    std::shared_ptr<Job> make_job(const httplib::Request& req, std::string id, const std::string& session_id);
+    // The engine's turn for `job`, or null (answered) when the queue is full, the server stops,
+    // the deadline passes or the client hangs up first.
+    std::shared_ptr<Turn> enter_queue(Job& job, httplib::Response& res);
     bool wait_turn(Job& job, uint64_t ticket, httplib::Response& res);
     void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
     void checkpoint_and_release(Turn& turn);
     void stream(const ResponseShape& shape, const std::shared_ptr<Job>& job, const std::shared_ptr<ParsedRequest>& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
+    // Ollama's API (ollama_handler.cpp): /api/chat and /api/generate (`chat` false), the model
+    // listings, and the model-management endpoints refused.
+    void handle_ollama_generate(const httplib::Request& req, const std::string& body, httplib::Response& res, bool chat);
+    void ollama_stream(const std::shared_ptr<OllamaShape>& shape, const std::shared_ptr<Job>& job,
+                       const std::shared_ptr<OllamaRequest>& orq, const std::shared_ptr<Turn>& turn, int64_t queue_ns,
+                       httplib::Response& res);
+    void handle_ollama_tags(httplib::Response& res);
+    void handle_ollama_ps(httplib::Response& res);
+    void handle_ollama_show(const std::string& body, httplib::Response& res);
+    OllamaModel ollama_model() const;
+
     GenerateResult run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen, const PieceCallback& cb);
 };
 
