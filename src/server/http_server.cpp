@@ -48,7 +48,7 @@ namespace {
 std::string endpoint_label(const std::string& path) {
     static const char* known[] = {"/health", "/v1/models", "/models", "/v1/chat/completions", "/chat/completions",
                                   "/v1/completions", "/completions", "/tokenize", "/detokenize", "/metrics",
-                                  "/api/chat", "/api/generate", "/api/tags", "/api/show", "/api/ps", "/api/version"};
+                                  "/v1/responses", "/api/chat", "/api/generate", "/api/tags", "/api/show", "/api/ps", "/api/version"};
     for (const char* k : known) {
         if (path == k) return k;
     }
@@ -395,6 +395,27 @@ void HttpServer::Impl::setup_routes() {
             }, res);
         });
     }
+    // OpenAI's Responses API (responses_handler.cpp).
+    for (const char* path : {"/v1/responses", "/responses"}) {
+        http.Post(path, [this, guarded](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+            guarded([&] {
+                std::string body;
+                if (read_body(reader, res, body) && authorized(req, res)) handle_responses(req, body, res);
+            }, res);
+        });
+    }
+    http.Get(R"(/v1/responses/([A-Za-z0-9_]+))", [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        guarded([&] {
+            if (authorized(req, res)) handle_response_get(req.matches[1], res);
+        }, res);
+    });
+    http.Delete(R"(/v1/responses/([A-Za-z0-9_]+))", [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        guarded([&] {
+            if (authorized(req, res)) handle_response_delete(req.matches[1], res);
+        }, res);
+    });
+
     // Ollama's API (ollama_handler.cpp).
     for (auto [path, chat] : {std::pair<const char*, bool>{"/api/chat", true}, {"/api/generate", false}}) {
         http.Post(path, [this, api, chat = chat](const httplib::Request& req, httplib::Response& res,

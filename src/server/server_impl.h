@@ -26,6 +26,7 @@
 #include "server/openai_response.h"
 #include "server/request_parse.h"
 #include "server/request_queue.h"
+#include "server/responses_api.h"
 
 namespace jllm::server {
 
@@ -83,6 +84,9 @@ struct HttpServer::Impl {
     // before bind): bind() raises its backlog afterwards.
     socket_t listen_sock = INVALID_SOCKET;
 
+    // Stored Responses-API answers (previous_response_id): at most 1,024 or 64 MiB, oldest out.
+    ResponseStore responses{1024, size_t{64} << 20};
+
     std::mutex active_mu;
     std::shared_ptr<Job> active;  // the generating request
 
@@ -131,6 +135,11 @@ struct HttpServer::Impl {
     void handle_ollama_ps(httplib::Response& res);
     void handle_ollama_show(const std::string& body, httplib::Response& res);
     OllamaModel ollama_model() const;
+
+    // OpenAI's Responses API (responses_handler.cpp).
+    void handle_responses(const httplib::Request& req, const std::string& body, httplib::Response& res);
+    void handle_response_get(const std::string& id, httplib::Response& res);
+    void handle_response_delete(const std::string& id, httplib::Response& res);
 
     GenerateResult run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen, const PieceCallback& cb);
 };

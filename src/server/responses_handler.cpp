@@ -1,0 +1,140 @@
+// server/responses_handler.cpp — POST /v1/responses on the shared generation path (queue, engine
+// turn, sessions, metrics), answered as one response object or as the Responses API's SSE events
+// (`event: <type>` + `data: <json>`); GET and DELETE /v1/responses/{id} on the response store.
+#include <ctime>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "server/responses_api.h"
+#include "server/server_impl.h"
+
+namespace jllm::server {
+
+namespace {
+
+ApiError response_not_found(const std::string& id) {
+    ApiError e = invalid_request("response with id '" + id + "' not found", "response_id", "not_found");
+    e.status = 404;
+    return e;
+}
+
+}  // namespace
+
+void HttpServer::Impl::handle_response_get(const std::string& id, httplib::Response& res) {
+    const std::optional<ResponseStore::Entry> e = responses.get(id);
+    if (!e) return send_error(res, response_not_found(id));
+    send_json(res, e->response);
+}
+
+void HttpServer::Impl::handle_response_delete(const std::string& id, httplib::Response& res) {
+    if (!responses.erase(id)) return send_error(res, response_not_found(id));
+    send_json(res, Json{{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
+void HttpServer::Impl::handle_responses(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    if (!require_ready(res)) return;
+    Json j;
+    std::string err;
+    if (!parse_json_body(body, j, err)) return send_error(res, invalid_request(err, "", "invalid_json"));
+    auto rq = std::make_shared<ResponsesRequest>();
+    if (const std::optional<ApiError> perr = parse_responses_request(j, opt.defaults, info.n_vocab, responses, *rq)) {
+        return send_error(res, *perr);
+    }
+    ParsedRequest& pr = rq->pr;
+    if (pr.enable_thinking && !info.thinking) {
+        return send_error(res, invalid_request("this model has no reasoning mode; give 'reasoning.effort': none or leave "
+                                               "'reasoning' out", "reasoning.effort"));
+    }
+    if (const std::optional<ApiError> terr = tokenize_prompt(pr)) return send_error(res, *terr);
+
+    const std::string id = make_responses_id();
+    auto job = make_job(req, id, pr.session_id);
+    const std::shared_ptr<Turn> turn = enter_queue(*job, res);
+    if (!turn) return;
+    auto builder = std::make_shared<ResponsesBuilder>(id, alias, static_cast<int64_t>(std::time(nullptr)), rq->echo,
+                                                      rq->reasoning_summary);
+    // After the answer: the conversation, answer included, under the response's id.
+    auto keep = [this, rq, builder, id] {
+        if (!rq->store) return;
+        Json msgs = rq->messages;
+        for (const Json& m : builder->answer_messages()) msgs.push_back(m);
+        responses.put(id, ResponseStore::Entry{std::move(msgs), builder->response()});
+    };
+
+    if (!pr.stream) {
+        const GenerateResult r = run_generation(job, pr.gen, [&](const Piece& p) {
+            builder->piece(p);
+            return true;
+        });
+        if (r.finish == FinishReason::Error) {
+            checkpoint_and_release(*turn);
+            return send_error(res, internal_error("generation failed: " + r.error));
+        }
+        if (job->cancel_reason.load() == DISCONNECT) {
+            checkpoint_and_release(*turn);
+            res.status = 499;
+            return;
+        }
+        builder->finish(r);
+        keep();
+        auto out = std::make_shared<std::string>(dump_json(builder->response()));
+        res.status = 200;
+        res.set_content_provider(
+            out->size(), "application/json",
+            [out](size_t off, size_t length, httplib::DataSink& sink) {
+                return sink.write(out->data() + off, std::min(length, out->size() - off));
+            },
+            [this, turn](bool) { checkpoint_and_release(*turn); });
+        return;
+    }
+
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, rq, turn, builder, keep](size_t, httplib::DataSink& sink) -> bool {
+            job->response_started.store(true);
+            auto send = [&sink](const std::vector<Json>& events) {
+                for (const Json& e : events) {
+                    const std::string s = "event: " + e["type"].get<std::string>() + "\ndata: " + dump_json(e) + "\n\n";
+                    if (!sink.write(s.data(), s.size())) return false;
+                }
+                return true;
+            };
+            try {
+                bool alive = send(builder->open());
+                const GenerateResult r = alive ? run_generation(job, rq->pr.gen, [&](const Piece& p) {
+                    alive = send(builder->piece(p));
+                    if (!alive) job->cancel_reason.store(DISCONNECT);
+                    return alive;
+                }) : GenerateResult{};
+                if (!alive || job->cancel_reason.load() == DISCONNECT) {
+                    checkpoint_and_release(*turn);
+                    return false;
+                }
+                bool ok = true;
+                if (r.finish == FinishReason::Error) {
+                    const Json e = {{"type", "error"}, {"code", "server_error"}, {"message", "generation failed: " + r.error}};
+                    const std::string s = "event: error\ndata: " + dump_json(e) + "\n\n";
+                    ok = sink.write(s.data(), s.size());
+                } else {
+                    ok = send(builder->finish(r));
+                    keep();
+                }
+                if (ok) sink.done();
+                checkpoint_and_release(*turn);
+                return ok;
+            } catch (const std::exception& e) {
+                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
+                turn->release();
+                return false;
+            }
+        },
+        [this, turn](bool) { checkpoint_and_release(*turn); });
+}
+
+}  // namespace jllm::server
