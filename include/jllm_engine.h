@@ -168,6 +168,8 @@ struct GenerateRequest {
     // The conversation this request continues: its snapshot is found first, and this
     // generation's sequence is stored under it (Engine::checkpoint). Empty: found by prefix only.
     std::string session_id;
+    // false: no prefix is reused, the whole prompt is evaluated (llama-server's cache_prompt false).
+    bool reuse_prefix = true;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error, ToolCalls };
@@ -227,6 +229,7 @@ struct GenerateResult {
     std::string text;        // content channel
     std::string reasoning;   // reasoning channel
     std::vector<ToolCall> tool_calls;  // finish ToolCalls; calls cut short by `length` are left out
+    std::string stop_word;   // the stop string that ended the answer (finish Stop); "" otherwise
     GenerateStats stats;
 };
 

@@ -52,7 +52,7 @@ const ForeignFlag FOREIGN_FLAGS[] = {
     {"--ssl-key-file|--ssl-cert-file", true, true, "TLS is not supported (put a proxy in front, or keep 127.0.0.1)"},
     {"--path|--api-prefix", true, true, "static files and API prefixes are not supported"},
     {"-hf|--hf-repo|-mu|--model-url", true, true, "downloads are not supported: pass a local GGUF with -m"},
-    {"--slots", false, true, "GET /slots is not served; POST /slots/0?action=save|restore|erase is (with --kv-dir)"},
+    {"--slots|--no-slots", false, false, "GET /slots is always served"},
     {"--slot-save-path", true, true, "slot files go to <--kv-dir>/slots: give --kv-dir DIR"},
     {"-sps|--slot-prompt-similarity", true, true, "slots are not supported (one generation at a time)"},
     {"--grammar|--grammar-file|--json-schema", true, true, "a server-wide grammar is not supported: send grammar, json_schema or response_format per request"},
@@ -230,6 +230,9 @@ int main(int argc, char** argv) {
                                           "comma-separated lists accepted)");
     app.add_option("--api-key-file", api_key_file, "File with API keys, one per line (# comments)");
     app.add_option("-a,--alias", o.alias, "Model name to serve (default: the model file's name)");
+    app.add_option("--cors", o.cors_origins, "Let browser pages from ORIGIN call the API (CORS; '*': any origin; "
+                                             "repeatable). Off by default")
+        ->type_name("ORIGIN");
     app.add_option("--max-queue", o.max_queue, "Requests that may wait behind the running one (more: 503)")
         ->capture_default_str()->check(CLI::Range(0, 100000));
     app.add_option("--timeout", o.timeout_s, "Per-request time limit in seconds, queue wait included")

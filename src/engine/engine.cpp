@@ -105,7 +105,8 @@ struct Engine::Impl {
     // Makes the resident sequence the longest cached prefix of `prompt` (at most all but its last
     // token): kept, or restored from a snapshot; plans --cache-reuse's chunks after it. Returns
     // the prefix's length.
-    size_t reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id, GenerateStats& st);
+    // `allow` false: nothing is reused (llama-server's cache_prompt false).
+    size_t reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id, bool allow, GenerateStats& st);
     std::shared_ptr<const VocabTrie> vocab_trie;  // the vocabulary's bytes for token masks, built on first use
     std::vector<float> logits;      // [n_vocab] (or [n_batch, n_vocab] for eval)
     // Speculative decoding: the draft model (none: prompt lookup only), the draft-length tuner,
@@ -431,8 +432,14 @@ SessionCacheStats Engine::session_stats() const {
     return impl_->sessions ? impl_->sessions->stats() : SessionCacheStats{};
 }
 
-size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id,
+size_t Engine::Impl::reuse_prefix(const std::vector<int32_t>& prompt, const std::string& session_id, bool allow,
                                   GenerateStats& st) {
+    if (!allow) {  // the prompt is evaluated from the start; what is resident is kept as a snapshot first
+        if (resident_dirty && !resident.empty()) store_resident();
+        st.cache_source = CacheSource::None;
+        if (sessions) sessions->count(st.cache_source, 0);
+        return 0;
+    }
     const size_t limit = prompt.size() - 1;  // one token at least is prefilled: fresh logits
     size_t common = std::min(common_token_prefix(resident, prompt), limit);
     st.cache_source = common > 0 ? CacheSource::Resident : CacheSource::None;
@@ -724,7 +731,7 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         st.prompt_tokens = static_cast<int>(prompt.size());
 
         // Prefix reuse: the resident sequence or a session snapshot, whichever covers more.
-        const size_t common = m.reuse_prefix(prompt, req.session_id, st);
+        const size_t common = m.reuse_prefix(prompt, req.session_id, req.reuse_prefix, st);
         st.reused_tokens = static_cast<int>(common) + st.shifted_tokens;
         m.resident_session = req.session_id;
         m.resident_dirty = true;
@@ -1017,6 +1024,7 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         splitter.push(safe, parts);
         splitter.flush(parts);
         deliver(-1, 0.0f, true);
+        res.stop_word = stopper.matched();
         if (con) {
             st.mask_ms = con->mask_ms();
             st.mask_max_ms = con->mask_max_ms();

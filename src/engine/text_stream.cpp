@@ -29,7 +29,13 @@ std::string StopMatcher::push(std::string_view text, bool* stopped) {
     if (stopped_) return {};
     pending_.append(text);
     size_t first = std::string::npos;
-    for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+    for (const std::string& s : stops_) {
+        const size_t at = pending_.find(s);
+        if (at < first || (at == first && at != std::string::npos && s.size() > matched_.size())) {
+            first = at;
+            matched_ = s;
+        }
+    }
     if (first != std::string::npos) {
         stopped_ = true;
         *stopped = true;

@@ -19,9 +19,11 @@ public:
     // set and only the text before it is returned; later input is ignored.
     std::string push(std::string_view text, bool* stopped);
     std::string flush();  // the held-back tail (end of generation without a stop)
+    const std::string& matched() const { return matched_; }  // the stop string that ended it ("" none)
 
 private:
     std::vector<std::string> stops_;
+    std::string matched_;
     std::string pending_;
     bool stopped_ = false;
 };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ctime>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,7 +53,7 @@ void HttpServer::Impl::handle_generate(const httplib::Request& req, const std::s
     if (const std::optional<ApiError> terr = tokenize_prompt(*pr)) return send_error(res, *terr);
 
     auto job = make_job(req, make_response_id(kind), pr->session_id);
-    const std::shared_ptr<Turn> turn = enter_queue(*job, res);
+    const std::shared_ptr<Turn> turn = enter_queue(*job, res, /*wait=*/!pr->stream);
     if (!turn) return;
 
     ResponseHead head;
@@ -78,7 +79,7 @@ std::shared_ptr<Job> HttpServer::Impl::make_job(const httplib::Request& req, std
     return job;
 }
 
-std::shared_ptr<Turn> HttpServer::Impl::enter_queue(Job& job, httplib::Response& res) {
+std::shared_ptr<Turn> HttpServer::Impl::enter_queue(Job& job, httplib::Response& res, bool wait) {
     const uint64_t ticket = queue.enter();
     if (ticket == 0) {
         send_error(res, unavailable(strfmt("the server is busy: %d requests are waiting (--max-queue)", queue.capacity()),
@@ -86,8 +87,59 @@ std::shared_ptr<Turn> HttpServer::Impl::enter_queue(Job& job, httplib::Response&
         return nullptr;
     }
     auto turn = std::make_shared<Turn>(queue, ticket);
-    if (!wait_turn(job, ticket, res)) return nullptr;
+    if (wait && !wait_turn(job, ticket, res)) return nullptr;
     return turn;
+}
+
+// A stream waits for the engine after its headers went out, with an SSE comment every second so
+// that clients with a short read timeout keep waiting. False when the turn never came: the
+// server stops or the deadline passes (`on_error` told the client), or the client hung up.
+bool HttpServer::Impl::await_turn_streaming(Job& job, Turn& turn, httplib::DataSink& sink,
+                                            const std::function<void(const ApiError&)>& on_error) {
+    static const std::string comment = ": waiting for the engine\n\n";
+    Clock::time_point last = Clock::now() - std::chrono::seconds(1);
+    while (!queue.wait_turn(turn.ticket, std::chrono::milliseconds(50))) {
+        if (state.load() == State::Stopping) break;
+        const Clock::time_point now = Clock::now();
+        if (now > job.deadline) {
+            metrics.count_timeout();
+            on_error(unavailable("timed out waiting for the engine (--timeout)", "timeout", 1));
+            return false;
+        }
+        if (now - last >= std::chrono::seconds(1)) {
+            if (!sink.write(comment.data(), comment.size())) {
+                metrics.count_disconnect();
+                return false;
+            }
+            last = now;
+        }
+    }
+    if (state.load() == State::Stopping) {
+        on_error(unavailable("the server is shutting down", "shutting_down", 5));
+        return false;
+    }
+    return true;
+}
+
+// A chat request's messages (and tools) through the model's template.
+std::optional<ApiError> HttpServer::Impl::render_prompt(ParsedRequest& pr, std::string& prompt) {
+    ChatRenderOptions ro;
+    ro.enable_thinking = pr.enable_thinking;
+    ro.continue_final_message = pr.continue_final;
+    const char* tools_param = pr.legacy_functions ? "functions" : "tools";
+    if (!pr.gen.tools.tools_json.empty() && pr.gen.tools.choice != ToolChoice::None) {
+        const Status st = engine.check_tools(pr.gen.tools);
+        if (!st.ok) return invalid_request(st.message, tools_param, "invalid_tools");
+        ro.tools_json = pr.gen.tools.tools_json;  // with `none` the model is not shown them
+    }
+    try {
+        prompt = engine.render_chat(pr.messages, ro);
+    } catch (const std::exception& e) {
+        return invalid_request(e.what(), "messages");
+    }
+    pr.gen.thinking_open = prompt_opens_thinking(prompt);
+    pr.gen.thinking_may_open = pr.enable_thinking && !pr.gen.thinking_open && !pr.continue_final;
+    return std::nullopt;
 }
 
 // The prompt as tokens: counted (context check) before queueing; the engine gets the ids.
@@ -95,23 +147,8 @@ std::optional<ApiError> HttpServer::Impl::tokenize_prompt(ParsedRequest& pr) {
     std::vector<int32_t> tokens;
     const char* prompt_param = pr.chat ? "messages" : "prompt";
     if (pr.chat) {
-        ChatRenderOptions ro;
-        ro.enable_thinking = pr.enable_thinking;
-        ro.continue_final_message = pr.continue_final;
-        const char* tools_param = pr.legacy_functions ? "functions" : "tools";
-        if (!pr.gen.tools.tools_json.empty() && pr.gen.tools.choice != ToolChoice::None) {
-            const Status st = engine.check_tools(pr.gen.tools);
-            if (!st.ok) return invalid_request(st.message, tools_param, "invalid_tools");
-            ro.tools_json = pr.gen.tools.tools_json;  // with `none` the model is not shown them
-        }
         std::string prompt;
-        try {
-            prompt = engine.render_chat(pr.messages, ro);
-        } catch (const std::exception& e) {
-            return invalid_request(e.what(), "messages");
-        }
-        pr.gen.thinking_open = prompt_opens_thinking(prompt);
-        pr.gen.thinking_may_open = pr.enable_thinking && !pr.gen.thinking_open && !pr.continue_final;
+        if (std::optional<ApiError> e = render_prompt(pr, prompt)) return e;
         tokens = engine.tokenize(prompt, /*parse_special=*/true, /*add_bos=*/false);  // the template places BOS
     } else if (pr.prompt_is_tokens) {
         tokens = pr.prompt_tokens;
@@ -208,6 +245,12 @@ void HttpServer::Impl::stream(const ResponseShape& shape, const std::shared_ptr<
             try {
                 SseStream sse(shape, pr->logprobs, pr->top_logprobs > 0,
                               [&sink](const char* data, size_t size) { return sink.write(data, size); });
+                if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
+                        if (sse.error(e) && sse.done()) sink.done();
+                    })) {
+                    turn->release();
+                    return false;
+                }
                 bool alive = sse.open();
                 if (!alive) {
                     job->cancel_reason.store(DISCONNECT);

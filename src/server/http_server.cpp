@@ -48,7 +48,8 @@ namespace {
 std::string endpoint_label(const std::string& path) {
     static const char* known[] = {"/health", "/v1/models", "/models", "/v1/chat/completions", "/chat/completions",
                                   "/v1/completions", "/completions", "/tokenize", "/detokenize", "/metrics",
-                                  "/v1/responses", "/api/chat", "/api/generate", "/api/tags", "/api/show", "/api/ps", "/api/version"};
+                                  "/v1/responses", "/completion", "/props", "/slots", "/apply-template",
+                                  "/api/chat", "/api/generate", "/api/tags", "/api/show", "/api/ps", "/api/version"};
     for (const char* k : known) {
         if (path == k) return k;
     }
@@ -248,6 +249,15 @@ bool HttpServer::Impl::authorized(const httplib::Request& req, httplib::Response
     return false;
 }
 
+std::string HttpServer::Impl::cors_origin(const httplib::Request& req) const {
+    const std::string origin = req.get_header_value("Origin");
+    for (const std::string& o : opt.cors_origins) {
+        if (o == "*") return "*";
+        if (!origin.empty() && o == origin) return origin;
+    }
+    return {};
+}
+
 bool HttpServer::Impl::read_body(const httplib::ContentReader& reader, httplib::Response& res, std::string& body) const {
     bool too_big = false;
     const bool ok = reader([&](const char* data, size_t len) {
@@ -326,8 +336,30 @@ void HttpServer::Impl::setup_routes() {
         JLLM_LOG_ERROR("[server] handler fault: %s", what.c_str());
         send_error(res, internal_error("internal error: " + what));
     });
+    // CORS, with --cors: preflights answered before routing, the allowed origin on every answer.
+    if (!opt.cors_origins.empty()) {
+        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+            res.status = 204;
+            if (const std::string origin = cors_origin(req); !origin.empty()) {
+                res.set_header("Access-Control-Allow-Origin", origin);
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+                const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+                res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+                res.set_header("Access-Control-Max-Age", "600");
+                res.set_header("Vary", "Origin");
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        });
+    }
     // A client that half-closed after its request still gets the answer (see half_closed.h).
-    http.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!opt.cors_origins.empty() && req.method != "OPTIONS") {
+            if (const std::string origin = cors_origin(req); !origin.empty()) {
+                res.set_header("Access-Control-Allow-Origin", origin);
+                res.set_header("Vary", "Origin");
+            }
+        }
         deliver_to_half_closed(req, res);
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -395,6 +427,37 @@ void HttpServer::Impl::setup_routes() {
             }, res);
         });
     }
+    // llama-server's own endpoints (llama_handlers.cpp).
+    http.Post("/completion", [this, guarded](const httplib::Request& req, httplib::Response& res,
+                                             const httplib::ContentReader& reader) {
+        guarded([&] {
+            std::string body;
+            if (read_body(reader, res, body) && authorized(req, res)) handle_llama_completion(req, body, res);
+        }, res);
+    });
+    http.Post("/apply-template", [this, guarded](const httplib::Request& req, httplib::Response& res,
+                                                 const httplib::ContentReader& reader) {
+        guarded([&] {
+            std::string body;
+            if (read_body(reader, res, body) && authorized(req, res)) handle_apply_template(body, res);
+        }, res);
+    });
+    http.Get("/props", [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        guarded([&] {
+            if (authorized(req, res)) handle_props(res);
+        }, res);
+    });
+    http.Get("/slots", [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        guarded([&] {
+            if (authorized(req, res)) handle_slots(res);
+        }, res);
+    });
+    http.Get(R"(/v1/models/(.+))", [this, guarded](const httplib::Request& req, httplib::Response& res) {
+        guarded([&] {
+            if (authorized(req, res)) handle_model(req.matches[1], res);
+        }, res);
+    });
+
     // OpenAI's Responses API (responses_handler.cpp).
     for (const char* path : {"/v1/responses", "/responses"}) {
         http.Post(path, [this, guarded](const httplib::Request& req, httplib::Response& res,

@@ -24,6 +24,7 @@ struct ServerOptions {
     int timeout_s = 600;                 // per request, queue wait included
     RequestDefaults defaults;            // for fields a request leaves out
     size_t max_body_bytes = 16u << 20;   // larger bodies: 413
+    std::vector<std::string> cors_origins;  // --cors: origins browsers may call from ("*": any); empty: no CORS
 };
 
 class HttpServer {

@@ -33,16 +33,6 @@ const char* openai_finish_reason(FinishReason f, bool legacy_functions) {
     return "length";
 }
 
-namespace {
-
-Json usage_json(const GenerateStats& st) {
-    return Json{{"prompt_tokens", st.prompt_tokens},
-                {"completion_tokens", st.completion_tokens},
-                {"total_tokens", st.prompt_tokens + st.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", st.reused_tokens}}},
-                {"completion_tokens_details", {{"reasoning_tokens", st.reasoning_tokens}}}};
-}
-
 Json timings_json(const GenerateStats& st) {
     return Json{{"prompt_n", st.prompt_tokens - st.reused_tokens},
                 {"cache_n", st.reused_tokens},
@@ -55,6 +45,17 @@ Json timings_json(const GenerateStats& st) {
                 {"draft_n_accepted", st.accepted()},
                 {"ttft_ms", st.ttft_ms}};
 }
+
+namespace {
+
+Json usage_json(const GenerateStats& st) {
+    return Json{{"prompt_tokens", st.prompt_tokens},
+                {"completion_tokens", st.completion_tokens},
+                {"total_tokens", st.prompt_tokens + st.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", st.reused_tokens}}},
+                {"completion_tokens_details", {{"reasoning_tokens", st.reasoning_tokens}}}};
+}
+
 
 // The engine's own report beside OpenAI's fields: where the reused prompt tokens came from.
 // And speculative decoding's counts: drafted and accepted tokens per drafter, decode forwards.

@@ -33,6 +33,9 @@ std::string system_fingerprint();
 
 const char* openai_finish_reason(FinishReason f, bool legacy_functions = false);
 
+// llama-server's `timings` object: prompt and cached counts, times and rates, drafts, TTFT.
+Json timings_json(const GenerateStats& st);
+
 // The JSON of one answer in the shape of its endpoint. Chat: `message` / `delta` objects, the
 // role chunk first, reasoning as `reasoning_content`, calls as `tool_calls` (content null when
 // the answer is calls only; streamed per call index, the first delta with id, type and name,

@@ -53,7 +53,7 @@ void HttpServer::Impl::handle_responses(const httplib::Request& req, const std::
 
     const std::string id = make_responses_id();
     auto job = make_job(req, id, pr.session_id);
-    const std::shared_ptr<Turn> turn = enter_queue(*job, res);
+    const std::shared_ptr<Turn> turn = enter_queue(*job, res, /*wait=*/!pr.stream);
     if (!turn) return;
     auto builder = std::make_shared<ResponsesBuilder>(id, alias, static_cast<int64_t>(std::time(nullptr)), rq->echo,
                                                       rq->reasoning_summary);
@@ -106,6 +106,14 @@ void HttpServer::Impl::handle_responses(const httplib::Request& req, const std::
                 return true;
             };
             try {
+                if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
+                        const Json ev = {{"type", "error"}, {"code", e.code}, {"message", e.message}};
+                        const std::string s = "event: error\ndata: " + dump_json(ev) + "\n\n";
+                        if (sink.write(s.data(), s.size())) sink.done();
+                    })) {
+                    turn->release();
+                    return false;
+                }
                 bool alive = send(builder->open());
                 const GenerateResult r = alive ? run_generation(job, rq->pr.gen, [&](const Piece& p) {
                     alive = send(builder->piece(p));

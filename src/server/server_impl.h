@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,6 +103,8 @@ struct HttpServer::Impl {
 
     bool require_ready(httplib::Response& res) const;
     bool authorized(const httplib::Request& req, httplib::Response& res) const;
+    // The Access-Control-Allow-Origin for this request under --cors ("" : none).
+    std::string cors_origin(const httplib::Request& req) const;
     bool read_body(const httplib::ContentReader& reader, httplib::Response& res, std::string& body) const;
 
     void handle_health(httplib::Response& res);
@@ -114,11 +117,15 @@ struct HttpServer::Impl {
     // The generation path (generate_handler.cpp): validate, tokenize, queue, then answer or stream.
     void handle_generate(const httplib::Request& req, const std::string& body, httplib::Response& res,
                          ResponseKind kind);
+    std::optional<ApiError> render_prompt(ParsedRequest& pr, std::string& prompt);  // chat: the template's text
     std::optional<ApiError> tokenize_prompt(ParsedRequest& pr);
     std::shared_ptr<Job> make_job(const httplib::Request& req, std::string id, const std::string& session_id);
     // The engine's turn for `job`, or null (answered) when the queue is full, the server stops,
     // the deadline passes or the client hangs up first.
-    std::shared_ptr<Turn> enter_queue(Job& job, httplib::Response& res);
+    // `wait` false: the ticket only (a stream waits in await_turn_streaming, headers already out).
+    std::shared_ptr<Turn> enter_queue(Job& job, httplib::Response& res, bool wait = true);
+    bool await_turn_streaming(Job& job, Turn& turn, httplib::DataSink& sink,
+                              const std::function<void(const ApiError&)>& on_error);
     bool wait_turn(Job& job, uint64_t ticket, httplib::Response& res);
     void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
@@ -135,6 +142,14 @@ struct HttpServer::Impl {
     void handle_ollama_ps(httplib::Response& res);
     void handle_ollama_show(const std::string& body, httplib::Response& res);
     OllamaModel ollama_model() const;
+
+    // llama-server's endpoints and /v1/models/{id} (llama_handlers.cpp).
+    Json model_json() const;
+    void handle_model(const std::string& id, httplib::Response& res);
+    void handle_props(httplib::Response& res);
+    void handle_slots(httplib::Response& res);
+    void handle_apply_template(const std::string& body, httplib::Response& res);
+    void handle_llama_completion(const httplib::Request& req, const std::string& body, httplib::Response& res);
 
     // OpenAI's Responses API (responses_handler.cpp).
     void handle_responses(const httplib::Request& req, const std::string& body, httplib::Response& res);

@@ -63,13 +63,7 @@ void HttpServer::Impl::handle_health(httplib::Response& res) {
 
 void HttpServer::Impl::handle_models(httplib::Response& res) {
     if (!require_ready(res)) return;
-    Json model = {{"id", alias},
-                  {"object", "model"},
-                  {"created", created_unix},
-                  {"owned_by", "jetson-llm"},
-                  {"meta", {{"arch", info.arch}, {"n_ctx", info.n_ctx}, {"n_ctx_train", info.n_ctx_train},
-                            {"n_vocab", info.n_vocab}, {"n_embd", info.n_embd}, {"size", info.file_bytes}}}};
-    send_json(res, Json{{"object", "list"}, {"data", Json::array({model})}});
+    send_json(res, Json{{"object", "list"}, {"data", Json::array({model_json()})}});
 }
 
 void HttpServer::Impl::handle_metrics(httplib::Response& res) {

@@ -40,6 +40,21 @@ TEST(StopMatcher, EarliestOfSeveral) {
     EXPECT_EQ(out, "a ");
 }
 
+TEST(StopMatcher, NamesTheStopThatEndedIt) {
+    StopMatcher m({"zz", "b", "ab"});
+    bool s = false;
+    EXPECT_EQ(m.matched(), "");
+    EXPECT_EQ(m.push("xx a", &s), "xx ");  // "a" may start "ab": held back
+    EXPECT_FALSE(s);
+    EXPECT_EQ(m.matched(), "");
+    EXPECT_EQ(m.push("b tail", &s), "");  // "ab" at 0 wins over "b" at 1
+    EXPECT_TRUE(s);
+    EXPECT_EQ(m.matched(), "ab");
+    StopMatcher none({"END"});
+    EXPECT_EQ(none.push("no stop here", &s), "no stop here");
+    EXPECT_EQ(none.matched(), "");
+}
+
 TEST(StopMatcher, NoStopsPassesThrough) {
     auto [out, stopped] = run_stop({}, {"x", "y"});
     EXPECT_FALSE(stopped);
