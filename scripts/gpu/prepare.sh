@@ -55,16 +55,18 @@ else
     echo "no tokenizer folder at $tok_src: bench.sh will look for one on the GPU machine" >&2
 fi
 
-# The real-model GPU test's model: SmolLM2 cut to its first 6 layers (jllm-synth --from), xz-packed
-# (41 MB; the tree, the .debs, the tokenizer and this stay under the 64 MiB a run takes).
+# The real-model GPU test's model: SmolLM2 cut to its first JLLM_GPU_CUT_LAYERS (6) layers
+# (jllm-synth --from), xz-packed (6 layers: 41 MB; 3: 27 MB; the tree, the .debs, the tokenizer
+# and this must stay under the 64 MiB a run takes).
 # run.sh unpacks it and runs the test with JLLM_GPU_MODEL. Needs a CPU build (build/) and the model.
 smol="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+layers=${JLLM_GPU_CUT_LAYERS:-6}  # fewer when the tree grows: everything must stay under 64 MiB
 synth="$root/build/apps/synth/jllm-synth"
-rm -f "$root/gpu-pack/smollm2-6l.gguf.xz"
+rm -f "$root/gpu-pack/smollm2-6l.gguf.xz" "$root/gpu-pack/smollm2-cut.gguf.xz"
 if [[ -f "$smol" && -x "$synth" ]]; then
-    "$synth" --from "$smol" --layers 6 -o "$root/gpu-pack/smollm2-6l.gguf" -q
-    xz -T2 -6 "$root/gpu-pack/smollm2-6l.gguf"
-    echo "packed SmolLM2 cut to 6 layers into gpu-pack/smollm2-6l.gguf.xz"
+    "$synth" --from "$smol" --layers "$layers" -o "$root/gpu-pack/smollm2-cut.gguf" -q
+    xz -T2 -6 "$root/gpu-pack/smollm2-cut.gguf"
+    echo "packed SmolLM2 cut to $layers layers into gpu-pack/smollm2-cut.gguf.xz"
 else
     echo "no $smol or $synth: the real-model GPU test will be skipped there" >&2
 fi

@@ -85,7 +85,7 @@ done
 note "unpacked $n_deb .debs into $prefix"
 # The tokenizer and the SmolLM2 cut come xz-packed (scripts/gpu/prepare.sh).
 source scripts/gpu/unpack_pack.sh
-note "real-model GPU test model: ${JLLM_GPU_MODEL:-none (JLLM_GPU_MODEL unset, no gpu-pack/smollm2-6l.gguf.xz)}"
+note "real-model GPU test model: ${JLLM_GPU_MODEL:-none (JLLM_GPU_MODEL unset, no gpu-pack/smollm2-cut.gguf.xz)}"
 
 {
     uname -a

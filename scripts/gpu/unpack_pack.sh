@@ -3,16 +3,16 @@
 # repository root: unpacks what scripts/gpu/prepare.sh packed with xz. Each call of the device
 # tool replaces gpu-pack/, so this runs every time (a second or two).
 #   gpu-pack/tokenizers.tar.xz   -> gpu-pack/tokenizers/qwen3 (jllm-synth's vocabulary)
-#   gpu-pack/smollm2-6l.gguf.xz  -> /tmp/jllm-models/smollm2-6l.gguf; exports JLLM_GPU_MODEL
+#   gpu-pack/smollm2-cut.gguf.xz -> /tmp/jllm-models/smollm2-cut.gguf; exports JLLM_GPU_MODEL
 #                                   (the real-model GPU test) unless it is set already
 if [[ -f gpu-pack/tokenizers.tar.xz && ! -d gpu-pack/tokenizers/qwen3 ]]; then
     mkdir -p gpu-pack/tokenizers && tar -C gpu-pack/tokenizers -xJf gpu-pack/tokenizers.tar.xz
 fi
-if [[ -z "${JLLM_GPU_MODEL:-}" && -f gpu-pack/smollm2-6l.gguf.xz ]]; then
-    JLLM_GPU_MODEL=/tmp/jllm-models/smollm2-6l.gguf
+if [[ -z "${JLLM_GPU_MODEL:-}" && -f gpu-pack/smollm2-cut.gguf.xz ]]; then
+    JLLM_GPU_MODEL=/tmp/jllm-models/smollm2-cut.gguf
     if [[ ! -f "$JLLM_GPU_MODEL" ]]; then
         mkdir -p /tmp/jllm-models &&
-            xz -dc gpu-pack/smollm2-6l.gguf.xz > "$JLLM_GPU_MODEL.part" && mv "$JLLM_GPU_MODEL.part" "$JLLM_GPU_MODEL"
+            xz -dc gpu-pack/smollm2-cut.gguf.xz > "$JLLM_GPU_MODEL.part" && mv "$JLLM_GPU_MODEL.part" "$JLLM_GPU_MODEL"
     fi
 fi
 [[ -n "${JLLM_GPU_MODEL:-}" ]] && export JLLM_GPU_MODEL
