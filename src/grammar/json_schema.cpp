@@ -20,8 +20,10 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // The JSON primitives every converted schema may use. Whitespace goes between a value's parts,
-// never after the whole document, so a complete document ends the generation.
-const char* const PRIMITIVES = R"(ws ::= [ \t\n]{0,20}
+// never after the whole document, so a complete document ends the generation; each gap is one
+// space or one line break with its indentation, so a sampled answer cannot pad a document with
+// blank runs until its token limit (as [ \t\n]{0,20} per gap let it).
+const char* const PRIMITIVES = R"(ws ::= (" " | "\n" [ \t]{0,20})?
 char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 string ::= "\"" char* "\""
 number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
