@@ -205,21 +205,50 @@ void HttpServer::Impl::answer(const ResponseShape& shape, const std::shared_ptr<
         offset += p.text.size();
         return true;
     });
+    if (answered_failure(r, *job, *turn, res)) return;
+    send_body(turn, dump_json(shape.response(r, lp)), res);
+}
+
+bool HttpServer::Impl::answered_failure(const GenerateResult& r, const Job& job, Turn& turn, httplib::Response& res) {
     if (r.finish == FinishReason::Error) {
-        checkpoint_and_release(*turn);
-        return send_error(res, internal_error("generation failed: " + r.error));
+        checkpoint_and_release(turn);
+        send_error(res, internal_error("generation failed: " + r.error));
+        return true;
     }
-    if (job->cancel_reason.load() == DISCONNECT) {
-        checkpoint_and_release(*turn);
-        res.status = 499;
-        return;
+    if (job.cancel_reason.load() == DISCONNECT) {
+        checkpoint_and_release(turn);
+        res.status = 499;  // nobody reads it
+        return true;
     }
-    auto body = std::make_shared<std::string>(dump_json(shape.response(r, lp)));
+    return false;
+}
+
+void HttpServer::Impl::send_body(const std::shared_ptr<Turn>& turn, std::string text, httplib::Response& res) {
+    auto body = std::make_shared<std::string>(std::move(text));
     res.status = 200;
     res.set_content_provider(
         body->size(), "application/json",
         [body](size_t offset, size_t length, httplib::DataSink& sink) {
             return sink.write(body->data() + offset, std::min(length, body->size() - offset));
+        },
+        [this, turn](bool) { checkpoint_and_release(*turn); });
+}
+
+void HttpServer::Impl::start_stream(httplib::Response& res, const char* content_type, const std::shared_ptr<Job>& job,
+                                    const std::shared_ptr<Turn>& turn, std::function<bool(httplib::DataSink&)> body) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        content_type,
+        [job, turn, body = std::move(body)](size_t, httplib::DataSink& sink) -> bool {
+            job->response_started.store(true);  // the headers are out
+            try {
+                return body(sink);
+            } catch (const std::exception& e) {
+                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
+                turn->release();
+                return false;
+            }
         },
         [this, turn](bool) { checkpoint_and_release(*turn); });
 }
@@ -236,52 +265,40 @@ void HttpServer::Impl::checkpoint_and_release(Turn& turn) {
 void HttpServer::Impl::stream(const ResponseShape& shape, const std::shared_ptr<Job>& job,
                               const std::shared_ptr<ParsedRequest>& pr, const std::shared_ptr<Turn>& turn,
                               httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, job, pr, turn, shape](size_t, httplib::DataSink& sink) -> bool {
-            job->response_started.store(true);  // the headers are out
-            try {
-                SseStream sse(shape, pr->logprobs, pr->top_logprobs > 0,
-                              [&sink](const char* data, size_t size) { return sink.write(data, size); });
-                if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
-                        if (sse.error(e) && sse.done()) sink.done();
-                    })) {
-                    turn->release();
-                    return false;
-                }
-                bool alive = sse.open();
-                if (!alive) {
-                    job->cancel_reason.store(DISCONNECT);
-                    metrics.count_disconnect();
-                    return false;
-                }
-                const GenerateResult r = run_generation(job, pr->gen, [&](const Piece& p) {
-                    alive = sse.piece(p);
-                    if (!alive) job->cancel_reason.store(DISCONNECT);
-                    return alive;
-                });
-                if (!alive || job->cancel_reason.load() == DISCONNECT) {
-                    checkpoint_and_release(*turn);
-                    return false;
-                }
-                if (r.finish == FinishReason::Error) {
-                    sse.error(internal_error("generation failed: " + r.error));
-                } else {
-                    sse.finish(r.finish, pr->include_usage ? &r.stats : nullptr);
-                }
-                const bool done = sse.done();
-                if (done) sink.done();
-                checkpoint_and_release(*turn);  // the client has the whole stream
-                return done;
-            } catch (const std::exception& e) {
-                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
-                turn->release();
-                return false;
-            }
-        },
-        [this, turn](bool) { checkpoint_and_release(*turn); });
+    start_stream(res, "text/event-stream", job, turn, [this, job, pr, turn, shape](httplib::DataSink& sink) {
+        SseStream sse(shape, pr->logprobs, pr->top_logprobs > 0,
+                      [&sink](const char* data, size_t size) { return sink.write(data, size); });
+        if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
+                if (sse.error(e) && sse.done()) sink.done();
+            })) {
+            turn->release();
+            return false;
+        }
+        bool alive = sse.open();
+        if (!alive) {
+            job->cancel_reason.store(DISCONNECT);
+            metrics.count_disconnect();
+            return false;
+        }
+        const GenerateResult r = run_generation(job, pr->gen, [&](const Piece& p) {
+            alive = sse.piece(p);
+            if (!alive) job->cancel_reason.store(DISCONNECT);
+            return alive;
+        });
+        if (!alive || job->cancel_reason.load() == DISCONNECT) {
+            checkpoint_and_release(*turn);
+            return false;
+        }
+        if (r.finish == FinishReason::Error) {
+            sse.error(internal_error("generation failed: " + r.error));
+        } else {
+            sse.finish(r.finish, pr->include_usage ? &r.stats : nullptr);
+        }
+        const bool done = sse.done();
+        if (done) sink.done();
+        checkpoint_and_release(*turn);  // the client has the whole stream
+        return done;
+    });
 }
 
 GenerateResult HttpServer::Impl::run_generation(const std::shared_ptr<Job>& job, const GenerateRequest& gen,

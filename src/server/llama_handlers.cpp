@@ -198,70 +198,42 @@ void HttpServer::Impl::handle_llama_completion(const httplib::Request& req, cons
             if (return_tokens && p.token >= 0) tokens.push_back(p.token);
             return true;
         });
-        if (r.finish == FinishReason::Error) {
-            checkpoint_and_release(*turn);
-            return send_error(res, internal_error("generation failed: " + r.error));
-        }
-        if (job->cancel_reason.load() == DISCONNECT) {
-            checkpoint_and_release(*turn);
-            res.status = 499;
-            return;
-        }
-        auto out = std::make_shared<std::string>(dump_json(final_json(r, tokens)));
-        res.status = 200;
-        res.set_content_provider(
-            out->size(), "application/json",
-            [out](size_t off, size_t length, httplib::DataSink& sink) {
-                return sink.write(out->data() + off, std::min(length, out->size() - off));
-            },
-            [this, turn](bool) { checkpoint_and_release(*turn); });
-        return;
+        if (answered_failure(r, *job, *turn, res)) return;
+        return send_body(turn, dump_json(final_json(r, tokens)), res);
     }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, job, pr, turn, final_json, return_tokens](size_t, httplib::DataSink& sink) -> bool {
-            job->response_started.store(true);
-            auto send = [&sink](const Json& e) {
-                const std::string s = "data: " + dump_json(e) + "\n\n";
-                return sink.write(s.data(), s.size());
-            };
-            try {
-                if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
-                        if (send(error_json(e))) sink.done();
-                    })) {
-                    turn->release();
-                    return false;
-                }
-                bool alive = true;
-                const GenerateResult r = run_generation(job, pr->gen, [&](const Piece& p) {
-                    if (p.channel != Channel::Content) return true;
-                    Json e = {{"index", 0}, {"content", p.text}, {"tokens", Json::array()}, {"stop", false},
-                              {"id_slot", 0}};
-                    if (return_tokens && p.token >= 0) e["tokens"].push_back(p.token);
-                    alive = send(e);
-                    if (!alive) job->cancel_reason.store(DISCONNECT);
-                    return alive;
-                });
-                if (!alive || job->cancel_reason.load() == DISCONNECT) {
-                    checkpoint_and_release(*turn);
-                    return false;
-                }
-                Json last = r.finish == FinishReason::Error ? error_json(internal_error("generation failed: " + r.error))
-                                                            : final_json(r, {});
-                if (r.finish != FinishReason::Error) last["content"] = "";  // the text went out in pieces
-                const bool ok = send(last);
-                if (ok) sink.done();
-                checkpoint_and_release(*turn);
-                return ok;
-            } catch (const std::exception& e) {
-                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
-                turn->release();
-                return false;
-            }
-        },
-        [this, turn](bool) { checkpoint_and_release(*turn); });
+    start_stream(res, "text/event-stream", job, turn,
+                 [this, job, pr, turn, final_json, return_tokens](httplib::DataSink& sink) {
+        auto send = [&sink](const Json& e) {
+            const std::string s = "data: " + dump_json(e) + "\n\n";
+            return sink.write(s.data(), s.size());
+        };
+        if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
+                if (send(error_json(e))) sink.done();
+            })) {
+            turn->release();
+            return false;
+        }
+        bool alive = true;
+        const GenerateResult r = run_generation(job, pr->gen, [&](const Piece& p) {
+            if (p.channel != Channel::Content) return true;
+            Json e = {{"index", 0}, {"content", p.text}, {"tokens", Json::array()}, {"stop", false}, {"id_slot", 0}};
+            if (return_tokens && p.token >= 0) e["tokens"].push_back(p.token);
+            alive = send(e);
+            if (!alive) job->cancel_reason.store(DISCONNECT);
+            return alive;
+        });
+        if (!alive || job->cancel_reason.load() == DISCONNECT) {
+            checkpoint_and_release(*turn);
+            return false;
+        }
+        Json last = r.finish == FinishReason::Error ? error_json(internal_error("generation failed: " + r.error))
+                                                    : final_json(r, {});
+        if (r.finish != FinishReason::Error) last["content"] = "";  // the text went out in pieces
+        const bool ok = send(last);
+        if (ok) sink.done();
+        checkpoint_and_release(*turn);
+        return ok;
+    });
 }
 
 }  // namespace jllm::server

@@ -432,7 +432,7 @@ void OllamaShape::add_stats(Json& j, const GenerateResult& r, int64_t queue_ns) 
     j["eval_duration"] = static_cast<int64_t>(std::llround(s.decode_ms * 1e6));
 }
 
-Json OllamaShape::final_chunk(const GenerateResult& r, int64_t queue_ns, const std::vector<int32_t>* context) const {
+Json OllamaShape::done_line() const {
     Json j = head();
     if (chat_) {
         j["message"] = message("");
@@ -440,6 +440,11 @@ Json OllamaShape::final_chunk(const GenerateResult& r, int64_t queue_ns, const s
         j["response"] = "";
     }
     j["done"] = true;
+    return j;
+}
+
+Json OllamaShape::final_chunk(const GenerateResult& r, int64_t queue_ns, const std::vector<int32_t>* context) const {
+    Json j = done_line();
     add_stats(j, r, queue_ns);
     if (context != nullptr) j["context"] = *context;
     return j;
@@ -465,13 +470,7 @@ Json OllamaShape::response(const GenerateResult& r, int64_t queue_ns, const std:
 }
 
 Json OllamaShape::load_response() const {
-    Json j = head();
-    if (chat_) {
-        j["message"] = message("");
-    } else {
-        j["response"] = "";
-    }
-    j["done"] = true;
+    Json j = done_line();
     j["done_reason"] = "load";
     return j;
 }

@@ -82,6 +82,7 @@ public:
 private:
     Json head() const;
     Json message(const std::string& content) const;
+    Json done_line() const;  // done: true with an empty message / response
     void add_stats(Json& j, const GenerateResult& r, int64_t queue_ns) const;
 
     bool chat_;

@@ -119,81 +119,54 @@ void HttpServer::Impl::handle_ollama_generate(const httplib::Request& req, const
         }
         return true;
     });
-    if (r.finish == FinishReason::Error) {
-        checkpoint_and_release(*turn);
-        return send_error(res, internal_error("generation failed: " + r.error));
-    }
-    if (job->cancel_reason.load() == DISCONNECT) {
-        checkpoint_and_release(*turn);
-        res.status = 499;
-        return;
-    }
+    if (answered_failure(r, *job, *turn, res)) return;
     const std::vector<int32_t> context = engine.resident_tokens();  // the prompt and the answer
-    auto out = std::make_shared<std::string>(
-        dump_json(shape->response(r, queue_ns, chat ? nullptr : &context, pr.logprobs ? lp["content"] : Json(nullptr))));
-    res.status = 200;
-    res.set_content_provider(
-        out->size(), "application/json",
-        [out](size_t off, size_t length, httplib::DataSink& sink) {
-            return sink.write(out->data() + off, std::min(length, out->size() - off));
-        },
-        [this, turn](bool) { checkpoint_and_release(*turn); });
+    send_body(turn, dump_json(shape->response(r, queue_ns, chat ? nullptr : &context,
+                                              pr.logprobs ? lp["content"] : Json(nullptr))), res);
 }
 
 // NDJSON: one object per line, the last with done true (or an {"error"} line in its place).
 void HttpServer::Impl::ollama_stream(const std::shared_ptr<OllamaShape>& shape, const std::shared_ptr<Job>& job,
                                      const std::shared_ptr<OllamaRequest>& orq, const std::shared_ptr<Turn>& turn,
                                      int64_t queue_ns, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "application/x-ndjson",
-        [this, job, orq, turn, shape, queue_ns](size_t, httplib::DataSink& sink) -> bool {
-            job->response_started.store(true);
-            const ParsedRequest& pr = orq->pr;
-            auto line = [&sink](const Json& j) {
-                const std::string s = dump_json(j) + "\n";
-                return sink.write(s.data(), s.size());
-            };
-            try {
-                const ResponseShape lp_shape(ResponseKind::Chat, ResponseHead{});
-                size_t offset = 0;
-                bool alive = true;
-                const GenerateResult r = run_generation(job, pr.gen, [&](const Piece& p) {
-                    Json lp(nullptr);
-                    if (p.channel == Channel::Content && pr.logprobs) {
-                        Json one = lp_shape.empty_logprobs();
-                        lp_shape.append_logprob(one, p, offset, false);
-                        lp = one["content"];
-                        offset += p.text.size();
-                    }
-                    const std::optional<Json> chunk = shape->piece_chunk(p, lp);
-                    if (chunk) alive = line(*chunk);
-                    if (!alive) job->cancel_reason.store(DISCONNECT);
-                    return alive;
-                });
-                if (!alive || job->cancel_reason.load() == DISCONNECT) {  // counted by run_generation
-                    checkpoint_and_release(*turn);
-                    return false;
-                }
-                bool ok = true;
-                if (r.finish == FinishReason::Error) {
-                    ok = line(ollama_error("generation failed: " + r.error));
-                } else {
-                    if (!r.tool_calls.empty()) ok = line(shape->calls_chunk(r.tool_calls));
-                    const std::vector<int32_t> context = engine.resident_tokens();
-                    if (ok) ok = line(shape->final_chunk(r, queue_ns, orq->chat ? nullptr : &context));
-                }
-                if (ok) sink.done();
-                checkpoint_and_release(*turn);
-                return ok;
-            } catch (const std::exception& e) {
-                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
-                turn->release();
-                return false;
+    start_stream(res, "application/x-ndjson", job, turn, [this, job, orq, turn, shape, queue_ns](httplib::DataSink& sink) {
+        const ParsedRequest& pr = orq->pr;
+        auto line = [&sink](const Json& j) {
+            const std::string s = dump_json(j) + "\n";
+            return sink.write(s.data(), s.size());
+        };
+        const ResponseShape lp_shape(ResponseKind::Chat, ResponseHead{});
+        size_t offset = 0;
+        bool alive = true;
+        const GenerateResult r = run_generation(job, pr.gen, [&](const Piece& p) {
+            Json lp(nullptr);
+            if (p.channel == Channel::Content && pr.logprobs) {
+                Json one = lp_shape.empty_logprobs();
+                lp_shape.append_logprob(one, p, offset, false);
+                lp = one["content"];
+                offset += p.text.size();
             }
-        },
-        [this, turn](bool) { checkpoint_and_release(*turn); });
+            const std::optional<Json> chunk = shape->piece_chunk(p, lp);
+            if (chunk) alive = line(*chunk);
+            if (!alive) job->cancel_reason.store(DISCONNECT);
+            return alive;
+        });
+        if (!alive || job->cancel_reason.load() == DISCONNECT) {  // counted by run_generation
+            checkpoint_and_release(*turn);
+            return false;
+        }
+        bool ok = true;
+        if (r.finish == FinishReason::Error) {
+            ok = line(ollama_error("generation failed: " + r.error));
+        } else {
+            if (!r.tool_calls.empty()) ok = line(shape->calls_chunk(r.tool_calls));
+            const std::vector<int32_t> context = engine.resident_tokens();
+            if (ok) ok = line(shape->final_chunk(r, queue_ns, orq->chat ? nullptr : &context));
+        }
+        if (ok) sink.done();
+        checkpoint_and_release(*turn);
+        return ok;
+    });
 }
 
 }  // namespace jllm::server

@@ -70,79 +70,50 @@ void HttpServer::Impl::handle_responses(const httplib::Request& req, const std::
             builder->piece(p);
             return true;
         });
-        if (r.finish == FinishReason::Error) {
-            checkpoint_and_release(*turn);
-            return send_error(res, internal_error("generation failed: " + r.error));
-        }
-        if (job->cancel_reason.load() == DISCONNECT) {
-            checkpoint_and_release(*turn);
-            res.status = 499;
-            return;
-        }
+        if (answered_failure(r, *job, *turn, res)) return;
         builder->finish(r);
         keep();
-        auto out = std::make_shared<std::string>(dump_json(builder->response()));
-        res.status = 200;
-        res.set_content_provider(
-            out->size(), "application/json",
-            [out](size_t off, size_t length, httplib::DataSink& sink) {
-                return sink.write(out->data() + off, std::min(length, out->size() - off));
-            },
-            [this, turn](bool) { checkpoint_and_release(*turn); });
-        return;
+        return send_body(turn, dump_json(builder->response()), res);
     }
 
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, job, rq, turn, builder, keep](size_t, httplib::DataSink& sink) -> bool {
-            job->response_started.store(true);
-            auto send = [&sink](const std::vector<Json>& events) {
-                for (const Json& e : events) {
-                    const std::string s = "event: " + e["type"].get<std::string>() + "\ndata: " + dump_json(e) + "\n\n";
-                    if (!sink.write(s.data(), s.size())) return false;
-                }
-                return true;
-            };
-            try {
-                if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
-                        const Json ev = {{"type", "error"}, {"code", e.code}, {"message", e.message}};
-                        const std::string s = "event: error\ndata: " + dump_json(ev) + "\n\n";
-                        if (sink.write(s.data(), s.size())) sink.done();
-                    })) {
-                    turn->release();
-                    return false;
-                }
-                bool alive = send(builder->open());
-                const GenerateResult r = alive ? run_generation(job, rq->pr.gen, [&](const Piece& p) {
-                    alive = send(builder->piece(p));
-                    if (!alive) job->cancel_reason.store(DISCONNECT);
-                    return alive;
-                }) : GenerateResult{};
-                if (!alive || job->cancel_reason.load() == DISCONNECT) {
-                    checkpoint_and_release(*turn);
-                    return false;
-                }
-                bool ok = true;
-                if (r.finish == FinishReason::Error) {
-                    const Json e = {{"type", "error"}, {"code", "server_error"}, {"message", "generation failed: " + r.error}};
-                    const std::string s = "event: error\ndata: " + dump_json(e) + "\n\n";
-                    ok = sink.write(s.data(), s.size());
-                } else {
-                    ok = send(builder->finish(r));
-                    keep();
-                }
-                if (ok) sink.done();
-                checkpoint_and_release(*turn);
-                return ok;
-            } catch (const std::exception& e) {
-                JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
-                turn->release();
-                return false;
+    start_stream(res, "text/event-stream", job, turn, [this, job, rq, turn, builder, keep](httplib::DataSink& sink) {
+        auto send = [&sink](const std::vector<Json>& events) {
+            for (const Json& e : events) {
+                const std::string s = "event: " + e["type"].get<std::string>() + "\ndata: " + dump_json(e) + "\n\n";
+                if (!sink.write(s.data(), s.size())) return false;
             }
-        },
-        [this, turn](bool) { checkpoint_and_release(*turn); });
+            return true;
+        };
+        auto error_event = [&](const std::string& code, const std::string& message) {
+            return send({Json{{"type", "error"}, {"code", code}, {"message", message}}});
+        };
+        if (!await_turn_streaming(*job, *turn, sink, [&](const ApiError& e) {
+                if (error_event(e.code, e.message)) sink.done();
+            })) {
+            turn->release();
+            return false;
+        }
+        bool alive = send(builder->open());
+        const GenerateResult r = alive ? run_generation(job, rq->pr.gen, [&](const Piece& p) {
+            alive = send(builder->piece(p));
+            if (!alive) job->cancel_reason.store(DISCONNECT);
+            return alive;
+        }) : GenerateResult{};
+        if (!alive || job->cancel_reason.load() == DISCONNECT) {
+            checkpoint_and_release(*turn);
+            return false;
+        }
+        bool ok = true;
+        if (r.finish == FinishReason::Error) {
+            ok = error_event("server_error", "generation failed: " + r.error);
+        } else {
+            ok = send(builder->finish(r));
+            keep();
+        }
+        if (ok) sink.done();
+        checkpoint_and_release(*turn);
+        return ok;
+    });
 }
 
 }  // namespace jllm::server

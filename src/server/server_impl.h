@@ -130,6 +130,15 @@ struct HttpServer::Impl {
     void answer(const ResponseShape& shape, const std::shared_ptr<Job>& job, const ParsedRequest& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
     void checkpoint_and_release(Turn& turn);
+    // After a whole-answer generation: an error (500) or a hung-up client (499) answered here,
+    // the turn released; false when the answer is the caller's to send.
+    bool answered_failure(const GenerateResult& r, const Job& job, Turn& turn, httplib::Response& res);
+    // A whole answer's body; the engine's turn is held until it is written.
+    void send_body(const std::shared_ptr<Turn>& turn, std::string body, httplib::Response& res);
+    // A stream: the headers go out when the handler returns, then `body` writes the stream from
+    // the content provider (waiting for the engine there first); a fault is logged and ends it.
+    void start_stream(httplib::Response& res, const char* content_type, const std::shared_ptr<Job>& job,
+                      const std::shared_ptr<Turn>& turn, std::function<bool(httplib::DataSink&)> body);
     void stream(const ResponseShape& shape, const std::shared_ptr<Job>& job, const std::shared_ptr<ParsedRequest>& pr,
                 const std::shared_ptr<Turn>& turn, httplib::Response& res);
     // Ollama's API (ollama_handler.cpp): /api/chat and /api/generate (`chat` false), the model
