@@ -87,10 +87,15 @@ void kv_blob_shift(KvBlob& blob, const ModelConfig& c, const float* inv_freq, in
         if (blob.type == KvType::Int8) {
             auto* q = reinterpret_cast<int8_t*>(layer);
             auto* sc = reinterpret_cast<Half*>(layer + n * rb.row);
+            // Rotated keys (kv_quant.h) go back to RoPE's basis for the delta and return: H is
+            // its own inverse.
+            const bool rotated = kv_k_rotated(blob.type, c.head_dim);
             for (size_t h = 0; h < heads; ++h) {
                 const float d = to_f32(sc[h]);
                 for (size_t i = 0; i < hd; ++i) x[i] = d * static_cast<float>(q[h * hd + i]);
+                if (rotated) hadamard_rotate(x.data(), static_cast<int64_t>(hd));
                 rope_apply_cs(x.data(), c.n_rot, c.recipe->rope_style, cs.data());
+                if (rotated) hadamard_rotate(x.data(), static_cast<int64_t>(hd));
                 quantize_kv_int8(x.data(), static_cast<int64_t>(hd), q + h * hd, &sc[h]);
             }
         } else {

@@ -21,7 +21,7 @@ namespace jllm {
 namespace {
 
 constexpr char MAGIC[8] = {'J', 'L', 'L', 'M', 'K', 'V', '\r', '\n'};
-constexpr uint32_t VERSION = 2;
+constexpr uint32_t VERSION = 3;  // 3: INT8 keys Walsh-Hadamard rotated (backend/kv_quant.h)
 constexpr size_t CHUNK = 4u << 20;  // the body is checksummed per 4 MiB chunk (checked in parallel)
 // magic, version, kv_type, fingerprint, n_layer, n_head_kv, head_dim, n_tokens, key_len,
 // session_len, body_bytes
@@ -164,7 +164,11 @@ KvFileError decode_kv_header(const uint8_t* data, size_t size, const KvShape& ex
     const uint32_t type = get32(data + 12);
     const uint32_t n_tokens = get32(data + 36), key_len = get32(data + 40), sess_len = get32(data + 44);
     const uint64_t body = get64(data + 48);
-    if (version != VERSION || type > 1 || n_tokens == 0 || n_tokens > MAX_TOKENS || key_len > MAX_TEXT ||
+    if (version != VERSION) {  // an older build's snapshot (version 2: INT8 keys unrotated)
+        why = strfmt("format version %u (this build reads %u)", version, VERSION);
+        return KvFileError::Corrupt;
+    }
+    if (type > 1 || n_tokens == 0 || n_tokens > MAX_TOKENS || key_len > MAX_TEXT ||
         sess_len > MAX_TEXT) {
         why = "bad header fields";
         return KvFileError::Corrupt;

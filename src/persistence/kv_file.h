@@ -8,7 +8,9 @@
 //           | u32 n_layer | u32 n_head_kv | u32 head_dim | u32 n_tokens | u32 key_len
 //           | u32 session_len | u64 body_bytes | key | session id | i32 tokens[n_tokens]
 //           | u64 XXH3 of everything before it
-//   body    KvBlob bytes (body_bytes) | u64 XXH3 of each 4 MiB chunk of the body (version 2)
+//   body    KvBlob bytes (body_bytes) | u64 XXH3 of each 4 MiB chunk of the body (since version 2)
+// Version 3: INT8 keys Walsh-Hadamard rotated (backend/kv_quant.h); a file of another version is
+// refused as corrupt, with its version in the reason (a --kv-dir deletes it at start).
 #pragma once
 
 #include <cstdint>

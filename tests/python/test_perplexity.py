@@ -6,18 +6,19 @@ scripts/golden/gen_kl_golden.py through llama-cpp-python 0.3.36, f16 KV). The is
 |PPL / PPL(llama.cpp) - 1| <= 1%, mean KL(llama.cpp || ours) <= 0.01 nats and top-1 agreement
 >= 98%; BOUNDS holds each case's checked figures, the gate where it is met and otherwise a
 regression bound just past the measured value (docs/fidelity.md: the measurements, and why
-top-1 >= 98% and INT8 KV on Qwen2.5 sit past what llama.cpp itself reaches). Also: a file saved
+top-1 >= 98% sits past what llama.cpp itself reaches). Also: a file saved
 by --save-logits compared with itself is zero, and bad input (no text, too short a text,
 another model's file, a damaged file, conflicting flags) is a clear error with a non-zero exit."""
 
 # (|ratio - 1|, mean KL, top-1) bounds; measured 2026-12-02 on the build machine (AVX-512):
-# smollm2 fp16 1.0033 / 0.0072 / 95.1%, int8 1.0057 / 0.0101 / 95.0%;
-# qwen0.5b fp16 1.00001 / 0.0016 / 97.55%, int8 1.0352 / 0.0204 / 90.8%.
+# smollm2 fp16 1.0033 / 0.0072 / 95.1%, int8 1.0009 / 0.0081 / 95.5%;
+# qwen0.5b fp16 1.00001 / 0.0016 / 97.55%, int8 1.0074 / 0.0079 / 95.0% (INT8 keys Hadamard
+# rotated since 2026-12-02; unrotated they measured 1.0057 / 0.0101 and 1.0352 / 0.0204).
 BOUNDS = {
     ("smollm2", "fp16"): (0.01, 0.01, 0.94),
-    ("smollm2", "int8"): (0.01, 0.012, 0.94),
+    ("smollm2", "int8"): (0.01, 0.01, 0.945),
     ("qwen0.5b", "fp16"): (0.01, 0.01, 0.965),
-    ("qwen0.5b", "int8"): (0.045, 0.025, 0.89),
+    ("qwen0.5b", "int8"): (0.01, 0.01, 0.945),
 }
 import json
 import os

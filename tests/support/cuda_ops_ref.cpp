@@ -206,6 +206,17 @@ void quantize_kv_int8_ref(const float* x, int64_t n, int8_t* q, Half* scale) {
     *scale = d16;
 }
 
+// x <- H x / sqrt(n) through the matrix itself, H[i][j] = (-1)^popcount(i & j), in double
+// (independent of the butterfly the backends run).
+void hadamard_ref(float* x, int n) {
+    std::vector<double> y(static_cast<size_t>(n), 0.0);
+    for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) y[static_cast<size_t>(i)] += (__builtin_popcount(i & j) % 2 ? -1.0 : 1.0) * x[j];
+    }
+    const double s = 1.0 / std::sqrt(static_cast<double>(n));
+    for (int i = 0; i < n; ++i) x[i] = static_cast<float>(y[static_cast<size_t>(i)] * s);
+}
+
 }  // namespace
 
 void qkv_post_ref(const QkvPostParams& p) {
@@ -226,6 +237,7 @@ void qkv_post_ref(const QkvPostParams& p) {
                 }
                 if (nw) rmsnorm_ref(v, nw, v, 1, hd, p.eps);
                 if (kind != 2) rope_apply_ref(v, p.n_rot, style, p.inv_freq, pos);
+                if (kind != 2 && p.k_rot_scale > 0.0f) hadamard_ref(v, hd);
                 if (kind == 0) continue;
                 const int64_t off = (static_cast<int64_t>(pos) * p.n_head_kv + h) * hd;
                 if (p.kv_type == KvType::Int8) {

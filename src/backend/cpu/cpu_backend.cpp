@@ -2,14 +2,15 @@
 // qwen2, qwen3), batched prefill and single-token decode, INT8 or FP16 KV cache.
 //
 // Per layer: h = rmsnorm(x) * attn_norm; q,k,v = h W{q,k,v} (+ bias); [qwen3: per-head rmsnorm
-// of q and k]; RoPE on q and k; k,v stored at their positions; causal grouped-query attention;
+// of q and k]; RoPE on q and k [INT8 cache: both rotated]; k,v stored at their positions; causal grouped-query attention;
 // x += attn W_o; h = rmsnorm(x) * ffn_norm; x += (silu(h W_gate) * (h W_up)) W_down.
 // Then rmsnorm(x) * output_norm and the logits of the requested rows.
 //
 // KV cache (the canonical layout, so snapshots are plain copies): per layer
 //   k, v: [n_ctx][n_head_kv][head_dim] int8 (or fp16)
 //   k_scale, v_scale: [n_ctx][n_head_kv] fp16 (INT8 only): x = q * scale, symmetric, per
-//   position and head, quantized after RoPE.
+//   position and head, quantized after RoPE; INT8 keys (and the queries) Walsh-Hadamard rotated
+//   after RoPE where the head is a power of two (backend/kv_quant.h kv_k_rotated).
 // All buffers are carved in allocate() from two pools sized by backend/cpu/cpu_pool_plan.h (one
 // allocation each: KVCachePool, ScratchPool); forward() allocates nothing.
 #include "backend/cpu/cpu_backend.h"
@@ -377,6 +378,10 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
             const float* cs = rope_cs_.data() + t * c_.n_rot;
             for (int64_t h = 0; h < c_.n_head; ++h) rope_apply_cs(q_.data() + t * Q + h * hd, c_.n_rot, c_.recipe->rope_style, cs);
             for (int64_t h = 0; h < c_.n_head_kv; ++h) rope_apply_cs(k_.data() + t * KV + h * hd, c_.n_rot, c_.recipe->rope_style, cs);
+            if (kv_k_rotated(kv_type_, hd)) {  // INT8 keys and their queries rotated (kv_quant.h)
+                for (int64_t h = 0; h < c_.n_head; ++h) hadamard_rotate(q_.data() + t * Q + h * hd, hd);
+                for (int64_t h = 0; h < c_.n_head_kv; ++h) hadamard_rotate(k_.data() + t * KV + h * hd, hd);
+            }
         });
         tap("q", il, q_.data(), n_tokens, Q);
         tap("k", il, k_.data(), n_tokens, KV);

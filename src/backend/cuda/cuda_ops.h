@@ -244,6 +244,10 @@ struct QkvPostParams {
     int n_head = 0, n_head_kv = 0, head_dim = 0;  // head_dim <= 256, even
     float eps = 1e-6f;
     KvType kv_type = KvType::Int8;
+    // Q and K rotated after RoPE by the normalized Walsh-Hadamard transform when > 0 (INT8
+    // caches of a power-of-two head: backend/kv_quant.h kv_k_rotated), this being the transform's
+    // scale, kv_rotation_scale(head_dim); 0: no rotation.
+    float k_rot_scale = 0.0f;
     const int* pos_dev = nullptr;  // if set, pos0 is read from device memory (graph replay)
     // Layer cache, [n_ctx][n_head_kv][head_dim] int8 (or fp16); scales [n_ctx][n_head_kv] fp16
     // (INT8 only): d = amax/127 rounded to fp16, q = round-half-even(x/d) clamped to +-127.

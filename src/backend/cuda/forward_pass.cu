@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "backend/cuda/cuda_backend_impl.cuh"
+#include "backend/kv_quant.h"
 #include "core/error.h"
 #include "quant/quant_types.h"
 
@@ -147,6 +148,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     qp.head_dim = static_cast<int>(c_.head_dim);
     qp.eps = c_.rms_eps;
     qp.kv_type = kv_type_;
+    qp.k_rot_scale = kv_k_rotated(kv_type_, c_.head_dim) ? kv_rotation_scale(c_.head_dim) : 0.0f;
     qp.k_cache = kv.k;
     qp.v_cache = kv.v;
     qp.k_scale = kv.k_scale;

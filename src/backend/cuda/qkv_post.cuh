@@ -29,8 +29,61 @@ __device__ __forceinline__ QkvHeadSrc qkv_head_src(const QkvPostParams& p, int k
             kind == 0 ? p.q_norm : (kind == 1 ? p.k_norm : nullptr)};
 }
 
+// buf[0..hd) <- H buf (hd a power of two): backend/kv_quant.h hadamard_rotate's butterfly stages,
+// pair pi of a stage being the host's (pi / len)-th group at offset pi % len, then the one
+// multiply by scale: the host's bits. Ends with the warp synchronized.
+__device__ __forceinline__ void hadamard_head(float* buf, int hd, float scale, int lane) {
+    for (int len = 1; len < hd; len <<= 1) {
+        for (int pi = lane; pi < hd / 2; pi += WARP) {
+            const int j = ((pi & ~(len - 1)) << 1) | (pi & (len - 1));
+            const float a = buf[j], b = buf[j + len];
+            buf[j] = __fadd_rn(a, b);
+            buf[j + len] = __fsub_rn(a, b);
+        }
+        __syncwarp();
+    }
+    for (int i = lane; i < hd; i += WARP) buf[i] = __fmul_rn(buf[i], scale);
+    __syncwarp();
+}
+
+// The same transform with the head in registers, E values per lane at lane + e * WARP (hd ==
+// E * WARP): the stages of len < WARP pair lane with lane ^ len (one shuffle; the lower of the two
+// takes a + b, the upper a - b, as the host's x[j], x[j + len]), those of len >= WARP pair the
+// lane's own values e and e + len / WARP. Floating-point addition is commutative, so the bits are
+// hadamard_head's; no shared-memory round trip per stage on the decode attention's latency chain.
+template <int E>
+__device__ __forceinline__ void hadamard_head_regs(float* buf, float scale, int lane) {
+    float x[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) x[e] = buf[lane + e * WARP];
+#pragma unroll
+    for (int len = 1; len < WARP; len <<= 1) {
+        const bool upper = (lane & len) != 0;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const float o = __shfl_xor_sync(0xffffffffu, x[e], len);
+            x[e] = upper ? __fsub_rn(o, x[e]) : __fadd_rn(x[e], o);
+        }
+    }
+#pragma unroll
+    for (int s = 1; s < E; s <<= 1) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            if ((e & s) == 0) {
+                const float a = x[e], b = x[e + s];
+                x[e] = __fadd_rn(a, b);
+                x[e + s] = __fsub_rn(a, b);
+            }
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) buf[lane + e * WARP] = __fmul_rn(x[e], scale);
+    __syncwarp();
+}
+
 // One head of `hd` values at `vec` (+ bias; normalized with nw when not null; rotated at `pos`
-// when rope) into buf[0..hd) (shared memory). Every global read is issued before any is used
+// when rope, then Walsh-Hadamard rotated when rope and p.k_rot_scale > 0) into buf[0..hd)
+// (shared memory). Every global read is issued before any is used
 // (one round trip). The warp's lanes all call it; it ends with the warp synchronized. E: values
 // per lane, at least hd / 32 (the callers pick it from head_dim: less code and no idle reads;
 // the result is the same for any E, the lanes' values past hd being left out of every sum).
@@ -94,6 +147,10 @@ __device__ __forceinline__ void qkv_post_head(const QkvPostParams& p, const floa
             buf[b] = x0 * sn + x1 * cs;
         }
         __syncwarp();
+        if (p.k_rot_scale > 0.0f) {
+            if (hd == E * WARP) hadamard_head_regs<E>(buf, p.k_rot_scale, lane);
+            else hadamard_head(buf, hd, p.k_rot_scale, lane);
+        }
     }
 }
 

@@ -34,6 +34,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/rope.h"
+#include "backend/kv_quant.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
 #include "cuda_test_seams.h"
@@ -185,14 +186,26 @@ Stats compare_logits(const float* cpu, const float* gpu, int64_t n) {
 // and 3% at any one position. F16 weights: the CPU multiplies in float; the GPU's prefill GEMM
 // rounds activations to fp16 (2^-11 relative per input, through every layer), so the bound is
 // 5e-3 overall and 1e-2 at any position (measured: 0.16% overall, 0.45% worst position).
+// exact (optional): fp32 logits of the same model; positions where the CPU backend's own top-1
+// differs from exact's are left out of the top-1 criterion (the CPU's 8-bit activations, not the
+// backend under test, decide those) and counted in the summary line.
 void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, int n_pos, int64_t V, bool f16_weights,
-                  const std::string& label, double pos_bound = -1.0, double total_bound = -1.0) {
+                  const std::string& label, double pos_bound = -1.0, double total_bound = -1.0,
+                  const std::vector<float>* exact = nullptr) {
     if (pos_bound < 0) pos_bound = f16_weights ? 1e-2 : 0.03;
     if (total_bound < 0) total_bound = f16_weights ? 5e-3 : 0.02;
-    int checked = 0, agree = 0;
+    int checked = 0, agree = 0, cpu_off = 0;
     double worst = 0.0, se = 0.0, sr = 0.0;
     for (int p = 0; p < n_pos; ++p) {
-        const Stats s = compare_logits(cpu.data() + p * V, got.data() + p * V, V);
+        Stats s = compare_logits(cpu.data() + p * V, got.data() + p * V, V);
+        if (exact && s.top1_checked) {
+            const float* e = exact->data() + p * V;
+            const float* c = cpu.data() + p * V;
+            if (std::max_element(e, e + V) - e != std::max_element(c, c + V) - c) {
+                s.top1_checked = false;
+                ++cpu_off;
+            }
+        }
         worst = std::max(worst, s.rel_rms);
         for (int64_t i = 0; i < V; ++i) {
             const double c = cpu[p * V + i], g = got[p * V + i];
@@ -208,8 +221,9 @@ void check_logits(const std::vector<float>& cpu, const std::vector<float>& got, 
     }
     const double total = std::sqrt(se / std::max(sr, 1e-30));
     EXPECT_LE(total, total_bound) << label;
-    std::printf("[%s] relative RMS error %.5f overall, %.5f worst position; top-1 agreement %d/%d\n", label.c_str(),
-                total, worst, agree, checked);
+    std::printf("[%s] relative RMS error %.5f overall, %.5f worst position; top-1 agreement %d/%d%s\n", label.c_str(),
+                total, worst, agree, checked,
+                exact ? (" (" + std::to_string(cpu_off) + " left out: the CPU's top-1 not exact's)").c_str() : "");
     EXPECT_GT(checked, n_pos / 2) << label << ": the top-1 criterion must be exercised";
 }
 
@@ -443,6 +457,7 @@ public:
             p.head_dim = static_cast<int>(c_.head_dim);
             p.eps = c_.rms_eps;
             p.kv_type = kv_type_;
+            p.k_rot_scale = kv_k_rotated(kv_type_, c_.head_dim) ? kv_rotation_scale(c_.head_dim) : 0.0f;
             p.k_cache = k_[il].data();
             p.v_cache = v_[il].data();
             p.k_scale = ks_[il].data();
@@ -773,7 +788,10 @@ TEST(CudaModelTwins, RealModelTwinSequence) {
         const std::vector<float> lg = twin_run(gpu_twin);
         const std::vector<float> le = twin_run(exact);
         check_logits(le, lg, TF_POS, V, false, "SmolLM2 GPU twins vs exact, " + k, 1.0, 0.04);
-        check_logits(lc, lg, TF_POS, V, false, "SmolLM2 GPU twins vs CPU backend, " + k, 1.0, 0.08);
+        // The CPU backend is the farther from exact (its 8-bit activations; measured per position,
+        // mean relative RMS: CPU 4.2% FP16 / 5.0% INT8 KV, the twins 1.5% / 2.3%), so its own
+        // top-1 misses are left out of the top-1 criterion here.
+        check_logits(lc, lg, TF_POS, V, false, "SmolLM2 GPU twins vs CPU backend, " + k, 1.0, 0.08, &le);
     }
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cpu/rope.h"
+#include "backend/kv_quant.h"
 #include "model/model_config.h"
 #include "op_test_util.h"
 
@@ -336,6 +337,7 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
             pp.n_head_kv = c.n_head_kv;
             pp.head_dim = hd;
             pp.eps = 1e-6f;
+            pp.k_rot_scale = kv_rotation_scale(hd);  // INT8 keys rotated, as the engine stores them
             cuda::AttentionParams ap;
             point_attention(ap, dq.get(), dout.get(), dkc.get(), dvc.get(), dks.get(), dvs.get());
             ap.kv_type = KvType::Int8;

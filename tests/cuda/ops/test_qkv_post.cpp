@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/rope.h"
+#include "backend/kv_quant.h"
 #include "model/model_config.h"
 #include "op_test_util.h"
 
@@ -76,6 +77,8 @@ void run_post_case(const PostCase& c, std::mt19937& rng) {
     p.head_dim = hd;
     p.eps = 1e-6f;
     p.kv_type = c.kv;
+    // INT8 caches of power-of-two heads store the keys Hadamard rotated (the engine's choice).
+    p.k_rot_scale = kv_k_rotated(c.kv, hd) ? kv_rotation_scale(hd) : 0.0f;
 
     // CPU twin on host copies.
     std::vector<float> rq = q, rk = k, rv = v;

@@ -148,6 +148,18 @@ TEST(KvFile, OtherModelKvTypeOrShapeIsForeign) {
     EXPECT_EQ(decode_kv_file(file.data(), file.size(), other, out, why), KvFileError::Foreign);
 }
 
+// A version-2 file (an older build's: INT8 keys unrotated) is refused, its version named.
+TEST(KvFile, AnOlderFormatVersionIsRefusedByName) {
+    const KvShape shape = small_shape();
+    std::vector<uint8_t> file = encode_kv_file(made_up(shape, "p:1", 3, 1), shape);
+    ASSERT_EQ(file[8], 3) << "the version field (little-endian u32 after the magic)";
+    file[8] = 2;
+    KvSnapshot out;
+    std::string why;
+    EXPECT_EQ(decode_kv_file(file.data(), file.size(), shape, out, why), KvFileError::Corrupt);
+    EXPECT_NE(why.find("format version 2 (this build reads 3)"), std::string::npos) << why;
+}
+
 void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
     std::ofstream f(path, std::ios::binary);
     f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
