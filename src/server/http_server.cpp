@@ -17,6 +17,7 @@
 
 #include <malloc.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -162,6 +163,10 @@ int HttpServer::run() {
     }
     m.info = m.engine.model_info();
     m.created_unix = static_cast<int64_t>(std::time(nullptr));
+    {
+        struct stat mst{};
+        m.model_modified_unix = ::stat(m.info.path.c_str(), &mst) == 0 ? static_cast<int64_t>(mst.st_mtime) : m.created_unix;
+    }
     {
         std::lock_guard<std::mutex> lk(m.stop_mu);
         if (!m.stop_requested) m.state.store(State::Ready);

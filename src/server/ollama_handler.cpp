@@ -3,7 +3,6 @@
 // object or as NDJSON lines; the model listings; the model-management endpoints refused. Error
 // bodies get Ollama's shape ({"error": message}) in http_server.cpp's post-routing hook, so the
 // shared helpers (queue, auth, body limits) need not know which API asked.
-#include <sys/stat.h>
 
 #include <chrono>
 #include <exception>
@@ -18,12 +17,24 @@
 
 namespace jllm::server {
 
+namespace {
+
+// 404 for a request naming another model than the one served.
+ApiError model_not_found(const std::string& asked, const std::string& alias) {
+    ApiError e = invalid_request(strfmt("model '%s' not found; this server serves '%s' (models are managed by the service)",
+                                        asked.c_str(), ollama_model_name(alias).c_str()),
+                                 "model", "model_not_found");
+    e.status = 404;
+    return e;
+}
+
+}  // namespace
+
 OllamaModel HttpServer::Impl::ollama_model() const {
     OllamaModel m;
     m.alias = alias;
     m.info = info;
-    struct stat st{};
-    m.modified_unix = ::stat(info.path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : created_unix;
+    m.modified_unix = model_modified_unix;
     m.device_bytes = info.backend == "cpu" ? 0 : info.weight_bytes + info.kv_bytes;
     m.defaults = opt.defaults;
     return m;
@@ -51,12 +62,7 @@ void HttpServer::Impl::handle_ollama_show(const std::string& body, httplib::Resp
         }
     }
     if (m == nullptr) return send_error(res, invalid_request("'model' is required", "model"));
-    if (!ollama_names_model(m->get<std::string>(), alias)) {
-        ApiError e = invalid_request(strfmt("model '%s' not found; this server serves '%s'", m->get<std::string>().c_str(),
-                                            ollama_model_name(alias).c_str()), "model", "model_not_found");
-        e.status = 404;
-        return send_error(res, e);
-    }
+    if (!ollama_names_model(m->get<std::string>(), alias)) return send_error(res, model_not_found(m->get<std::string>(), alias));
     send_json(res, ollama_show(ollama_model()));
 }
 
@@ -71,13 +77,7 @@ void HttpServer::Impl::handle_ollama_generate(const httplib::Request& req, const
     const std::optional<ApiError> perr = chat ? parse_ollama_chat(j, opt.defaults, info.n_vocab, info.n_ctx, *orq)
                                               : parse_ollama_generate(j, opt.defaults, info.n_vocab, info.n_ctx, *orq);
     if (perr) return send_error(res, *perr);
-    if (!ollama_names_model(orq->model, alias)) {
-        ApiError e = invalid_request(strfmt("model '%s' not found; this server serves '%s' (models are managed by the "
-                                            "service)", orq->model.c_str(), ollama_model_name(alias).c_str()),
-                                     "model", "model_not_found");
-        e.status = 404;
-        return send_error(res, e);
-    }
+    if (!ollama_names_model(orq->model, alias)) return send_error(res, model_not_found(orq->model, alias));
     auto shape = std::make_shared<OllamaShape>(chat, orq->model, start_ns);
     if (orq->load_only) return send_json(res, shape->load_response());
     ParsedRequest& pr = orq->pr;

@@ -80,6 +80,7 @@ struct HttpServer::Impl {
     Metrics metrics;
     std::atomic<int64_t> kv_used{0};
     int64_t created_unix = 0;
+    int64_t model_modified_unix = 0;  // the model file's mtime at load (Ollama's modified_at)
     int port = -1;
     // The socket cpp-httplib last created for listening (its socket-options hook sees each one
     // before bind): bind() raises its backlog afterwards.
