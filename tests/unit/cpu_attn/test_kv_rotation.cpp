@@ -63,7 +63,9 @@ TEST(KvRotation, ScaleIsOneOverSqrtNFromConstants) {
         const int64_t n = int64_t{1} << m;
         const float s = kv_rotation_scale(n);
         EXPECT_EQ(s, static_cast<float>(1.0 / std::sqrt(static_cast<double>(n)))) << "n=" << n;
-        if (m % 2 == 0) EXPECT_EQ(s, std::ldexp(1.0f, -m / 2)) << "even powers are exact";
+        if (m % 2 == 0) {
+            EXPECT_EQ(s, std::ldexp(1.0f, -m / 2)) << "even powers are exact";
+        }
     }
 }
 
