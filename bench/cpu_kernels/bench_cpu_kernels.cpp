@@ -198,6 +198,9 @@ void matmul_args(benchmark::internal::Benchmark* b) {
     for (GgmlType t : types)
         for (const Shape& s : shapes)
             for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), s.n_in, s.n_out, s.n_tokens, threads});
+    // Q5_0: Qwen2.5-0.5B's gate/up (n_embd 896, n_ff 4864), decode and prefill
+    for (int64_t n_tok : {1, 8, 33, 512})
+        for (int threads : {1, 2}) b->Args({static_cast<int64_t>(GgmlType::Q5_0), 896, 4864, n_tok, threads});
     b->ArgNames({"type", "n_in", "n_out", "n_tok", "thr"});
 }
 

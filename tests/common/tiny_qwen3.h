@@ -1,4 +1,5 @@
-// tests/common/tiny_qwen3.h — a synthetic tiny Qwen3 (Q8_0, GQA; jllm-synth's tiny-qwen3 preset)
+// tests/common/tiny_qwen3.h — a synthetic tiny Qwen3 (Q8_0 unless asked, GQA; jllm-synth's
+// tiny-qwen3 preset)
 // written to the build folder and bound, for the CPU backend's tests.
 #pragma once
 
@@ -20,12 +21,12 @@ struct TinyQwen3 {
     ModelWeights w;
 };
 
-// The model written as JLLM_BINARY_DIR/name from `seed`, opened and bound.
-inline TinyQwen3 tiny_qwen3(const std::string& name, uint64_t seed) {
+// The model written as JLLM_BINARY_DIR/name from `seed` with `recipe`, opened and bound.
+inline TinyQwen3 tiny_qwen3(const std::string& name, uint64_t seed, QuantRecipe recipe = QuantRecipe::Q8_0) {
     const std::string path = std::string(JLLM_BINARY_DIR) + "/" + name;
     SynthOptions opt;
     opt.preset = "tiny-qwen3";
-    opt.recipe = QuantRecipe::Q8_0;
+    opt.recipe = recipe;
     opt.seed = seed;
     opt.tokenizer_dir = shared_dir() + "/testdata/tokenizers";
     write_synth_model(opt, path, 2);

@@ -3,6 +3,7 @@
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.h"
 
@@ -20,6 +21,7 @@ struct Segment {
     float* y;            // [n_tokens, n_out]
     int64_t n_out;
     int64_t row0;        // first global row index of this weight
+    const QuantGemm* gemm;  // the many-token path, used when the job has packed activations
 };
 
 struct MatmulJob {
@@ -29,12 +31,45 @@ struct MatmulJob {
     size_t act_row_bytes;
     int64_t n_in;
     int64_t n_tokens;
+    const char* packed = nullptr;  // [n_tokens][packed_row_bytes] for the gemm path, or nullptr
+    size_t packed_row_bytes = 0;
 };
+
+constexpr size_t kPackedTile = 512 * 1024;  // packed activation bytes per token tile (L2)
+
+char* align64p(char* p) {
+    return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
+}
+
+// The gemm path: token tiles of ~kPackedTile bytes outermost (they stay in L2), then the rows in
+// panels of rows_per_panel, each unpacked once per token tile into a per-thread buffer (L1) and
+// run against every token of the tile.
+void run_rows_gemm(const MatmulJob& job, const Segment& s, int64_t r0, int64_t r1) {
+    const QuantGemm& g = *s.gemm;
+    thread_local std::vector<char> buf;  // grows once per thread to the largest panel
+    const size_t panel_bytes = static_cast<size_t>(g.rows_per_panel) * g.row_bytes(job.n_in);
+    if (buf.size() < panel_bytes + 64) buf.resize(panel_bytes + 64);
+    char* panel = align64p(buf.data());
+    const int64_t tile = std::max<int64_t>(16, static_cast<int64_t>(kPackedTile / job.packed_row_bytes));
+    for (int64_t t0 = 0; t0 < job.n_tokens; t0 += tile) {
+        const int64_t nt = std::min(tile, job.n_tokens - t0);
+        for (int64_t r = r0; r < r1; r += g.rows_per_panel) {
+            const int nr = static_cast<int>(std::min<int64_t>(g.rows_per_panel, r1 - r));
+            g.pack_rows(job.n_in, s.w + r * s.w_row_bytes, s.w_row_bytes, nr, panel);
+            g.run(job.n_in, panel, nr, job.packed + t0 * job.packed_row_bytes, nt, s.y + t0 * s.n_out + r, s.n_out);
+        }
+    }
+}
+
 
 // Rows [r0, r1) of one weight against every token: token tiles outermost so a tile of
 // activations stays in L2 while the row block (<= a few tens of KB) stays in L1/L2 and is
 // reused by each group of VEC_DOT_MAX_ACT tokens.
 void run_rows(const MatmulJob& job, const Segment& s, int64_t r0, int64_t r1) {
+    if (s.gemm != nullptr && job.packed != nullptr) {
+        run_rows_gemm(job, s, r0, r1);
+        return;
+    }
     float out[VEC_DOT_MAX_ACT];
     for (int64_t t0 = 0; t0 < job.n_tokens; t0 += TOKEN_TILE) {
         const int64_t t1 = std::min(job.n_tokens, t0 + TOKEN_TILE);
@@ -65,27 +100,47 @@ void execute(ThreadPool& pool, const MatmulJob& job, int64_t total_rows) {
     pool.parallel_for(total_rows, [&job](int64_t b, int64_t e, int) { run_job(job, b, e); }, chunk);
 }
 
-const char* quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, int64_t n_in,
-                           int64_t n_tokens, void* scratch, size_t scratch_bytes, size_t* row_bytes) {
+// Quantizes the input rows into scratch ([n_tokens][row bytes]); where the weights have a gemm
+// path and the batch is large enough for it, also packs every row for it (after the quantized
+// rows, 64-byte aligned) and sets job->packed.
+void quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, void* scratch, size_t scratch_bytes,
+                    MatmulJob* job) {
+    const int64_t n_in = job->n_in, n_tokens = job->n_tokens;
     if (k.act_type == GgmlType::F32) {
-        *row_bytes = static_cast<size_t>(n_in) * sizeof(float);
-        return reinterpret_cast<const char*>(x);
+        job->act_row_bytes = static_cast<size_t>(n_in) * sizeof(float);
+        job->act = reinterpret_cast<const char*>(x);
+        return;
     }
     const size_t rb = static_cast<size_t>(n_in / k.act_block) * k.act_block_bytes;
-    JLLM_ASSERT_MSG(scratch_bytes >= rb * static_cast<size_t>(n_tokens), "matmul scratch too small");
     char* act = static_cast<char*>(scratch);  // [n_tokens][rb]
+    const size_t act_total = rb * static_cast<size_t>(n_tokens);
+    JLLM_ASSERT_MSG(scratch_bytes >= act_total, "matmul scratch too small");
+    char* packed = nullptr;
+    size_t pb = 0;
+    if (k.gemm != nullptr && n_tokens >= k.gemm->min_tokens) {
+        pb = k.gemm->act_bytes(n_in);
+        packed = align64p(act + act_total);
+        JLLM_ASSERT_MSG(static_cast<size_t>(packed - act) + pb * static_cast<size_t>(n_tokens) <= scratch_bytes,
+                        "matmul scratch too small for the packed activations");
+    }
     if (n_tokens == 1) {
         k.quantize_act(x, act, n_in);
+        if (packed != nullptr) k.gemm->pack_act(n_in, act, packed);
     } else {
         pool.parallel_for(
             n_tokens,
             [&](int64_t b, int64_t e, int) {
-                for (int64_t t = b; t < e; t++) k.quantize_act(x + t * n_in, act + t * rb, n_in);
+                for (int64_t t = b; t < e; t++) {
+                    k.quantize_act(x + t * n_in, act + t * rb, n_in);
+                    if (packed != nullptr) k.gemm->pack_act(n_in, act + t * rb, packed + t * pb);
+                }
             },
             std::max<int64_t>(1, n_tokens / (2 * pool.n_threads())));
     }
-    *row_bytes = rb;
-    return act;
+    job->act_row_bytes = rb;
+    job->act = act;
+    job->packed = packed;
+    job->packed_row_bytes = pb;
 }
 
 void check_weight(const MatmulWeight& w, const QuantDotKernel* k) {
@@ -99,7 +154,17 @@ void check_weight(const MatmulWeight& w, const QuantDotKernel* k) {
 size_t matmul_scratch_size(GgmlType w_type, int64_t n_in, int64_t n_tokens) {
     const QuantDotKernel* k = quant_dot_kernel(w_type, SimdLevel::Scalar);
     if (k == nullptr || k->act_type == GgmlType::F32) return 0;
-    return static_cast<size_t>(n_in / k->act_block) * k->act_block_bytes * static_cast<size_t>(n_tokens);
+    const size_t act = static_cast<size_t>(n_in / k->act_block) * k->act_block_bytes * static_cast<size_t>(n_tokens);
+    // Room for the gemm path's packed rows at any level this CPU runs (they follow the quantized
+    // rows at the next 64-byte boundary).
+    size_t packed = 0;
+    for (SimdLevel level : {SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon}) {
+        const QuantDotKernel* kl = simd_level_supported(level) ? quant_dot_kernel(w_type, level) : nullptr;
+        if (kl != nullptr && kl->gemm != nullptr && n_tokens >= kl->gemm->min_tokens) {
+            packed = std::max(packed, 64 + kl->gemm->act_bytes(n_in) * static_cast<size_t>(n_tokens));
+        }
+    }
+    return act + packed;
 }
 
 void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
@@ -109,10 +174,10 @@ void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t
     if (n_tokens <= 0 || w.n_out <= 0) return;
     MatmulJob job;
     job.n_seg = 1;
-    job.seg[0] = Segment{static_cast<const char*>(w.data), row_size(w.type, w.n_in), k->vec_dot, y, w.n_out, 0};
+    job.seg[0] = Segment{static_cast<const char*>(w.data), row_size(w.type, w.n_in), k->vec_dot, y, w.n_out, 0, k->gemm};
     job.n_in = w.n_in;
     job.n_tokens = n_tokens;
-    job.act = quantize_input(pool, *k, x, w.n_in, n_tokens, scratch, scratch_bytes, &job.act_row_bytes);
+    quantize_input(pool, *k, x, scratch, scratch_bytes, &job);
     execute(pool, job, w.n_out);
 }
 
@@ -135,13 +200,18 @@ void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const f
     job.n_seg = n_w;
     int64_t total = 0;
     for (int i = 0; i < n_w; i++) {
-        job.seg[i] = Segment{static_cast<const char*>(ws[i].data), row_size(ws[i].type, ws[i].n_in),
-                             quant_dot_kernel(ws[i].type, level)->vec_dot, ys[i], ws[i].n_out, total};
+        const QuantDotKernel* k = quant_dot_kernel(ws[i].type, level);
+        // A weight's gemm path reads the activations as k0's packs them: same packing or none.
+        const QuantGemm* g = k->gemm != nullptr && k0->gemm != nullptr && k->gemm->pack_act == k0->gemm->pack_act
+                                 ? k->gemm
+                                 : nullptr;
+        job.seg[i] = Segment{static_cast<const char*>(ws[i].data), row_size(ws[i].type, ws[i].n_in), k->vec_dot,
+                             ys[i], ws[i].n_out, total, g};
         total += ws[i].n_out;
     }
     job.n_in = ws[0].n_in;
     job.n_tokens = n_tokens;
-    job.act = quantize_input(pool, *k0, x, ws[0].n_in, n_tokens, scratch, scratch_bytes, &job.act_row_bytes);
+    quantize_input(pool, *k0, x, scratch, scratch_bytes, &job);
     execute(pool, job, total);
 }
 

@@ -33,6 +33,28 @@ using VecDotFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stri
                           float* out);
 constexpr int VEC_DOT_MAX_ACT = 4;
 
+// The many-token path of a weight type at a SIMD level (prefill), where the level has one: a
+// tile of weight rows is unpacked once into a panel, every token's activation row is packed once
+// per call, and the products of rows x tokens come from registers (one weight load serves
+// several tokens, one activation load several rows). Per (row, token) the result is bit-identical
+// with vec_dot's at the same level: the same exact integer sums per block, the same float
+// operations in the same order, so prefill and decode agree.
+struct QuantGemm {
+    int64_t min_tokens = 0;  // matmul takes this path from this many tokens on
+    int rows_per_panel = 0;  // rows packed together: pack_rows / run take 1..rows_per_panel
+    // Bytes of one token's packed activations / one weight row's panel, n elements.
+    size_t (*act_bytes)(int64_t n) = nullptr;
+    size_t (*row_bytes)(int64_t n) = nullptr;
+    // One quantized activation row (the kernel's act_type) -> packed (64-byte aligned).
+    void (*pack_act)(int64_t n, const void* act_row, void* packed) = nullptr;
+    // n_rows weight rows, w_row_bytes apart -> panel [n_rows][row_bytes(n)] (64-byte aligned).
+    void (*pack_rows)(int64_t n, const void* w, size_t w_row_bytes, int n_rows, void* panel) = nullptr;
+    // y[t * y_stride + r] = dot(row r, token t), r < n_rows, t < n_tokens; packed: n_tokens
+    // rows of act_bytes(n).
+    void (*run)(int64_t n, const void* panel, int n_rows, const void* packed, int64_t n_tokens, float* y,
+                int64_t y_stride) = nullptr;
+};
+
 struct QuantDotKernel {
     GgmlType w_type = GgmlType::F32;
     GgmlType act_type = GgmlType::F32;  // F32, Q8_0, Q8_1 or Q8_K
@@ -41,6 +63,7 @@ struct QuantDotKernel {
     size_t act_block_bytes = 4;
     QuantizeActFn quantize_act = nullptr;  // nullptr when act_type is F32
     VecDotFn vec_dot = nullptr;
+    const QuantGemm* gemm = nullptr;  // nullptr: every batch goes through vec_dot
 };
 
 // The kernel for `w_type` at `level`; nullptr when the level is not supported by this CPU or

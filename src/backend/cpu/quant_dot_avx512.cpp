@@ -11,6 +11,7 @@
 //    parts come from one broadcast 32-byte qh load with per-half shift counts.
 //  - Q8_0 / Q4_x: two 32-element blocks per zmm, one scale per 256-bit half.
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/quant_dot_internal.h"
 #include "quant/quant_blocks.h"
@@ -290,6 +291,140 @@ void dot_q8_0_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) + tail[t];
 }
 
+// ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 against Q8_1: one arithmetic for decode and prefill ----
+//
+// Per (row, token) the blocks are taken 16 at a time (a chunk; the last one zero-padded), one
+// block per float lane (lane l: block kBlockOfLane[l] of the chunk):
+//     acc = fma(float(p), dw * da, acc);  acc = fma(cw, sa, acc);   out = reduce_add(acc)
+// p: the block's exact integer sum of u * q (u the weight's unsigned 4/5-bit values, q the
+// activation's int8), dw / da: the weight's and the activation's scales, cw: the coefficient of
+// the activation sum (-8 dw, -16 dw, or the block's min m), sa: the activation's s. vec_dot (a
+// few tokens, the row as stored) forms p with one vpdpbusd per block pair and an integer
+// reduction to one lane per block; the gemm path (many tokens) unpacks a tile of rows once into
+// a panel where register k holds dword k of every block of the chunk (in that lane order), packs
+// each token's activations the same way, and forms p directly with 8 vpdpbusd per (row, token,
+// chunk). The integer sums are exact either way, so both give the same bits.
+// (Weights of up to 5 bits: u <= 31, |q| <= 127, which the reduction's int16 packs rely on.)
+
+template <class F>
+struct Q81Coef;  // cw from the gathered scale dwords: -8 dw / -16 dw, or the stored min
+template <>
+struct Q81Coef<FmtQ4_0> {
+    static constexpr bool kMin = false;
+    static constexpr float kOff = -8.0f;
+};
+template <>
+struct Q81Coef<FmtQ5_0> {
+    static constexpr bool kMin = false;
+    static constexpr float kOff = -16.0f;
+};
+template <>
+struct Q81Coef<FmtQ4_1> {
+    static constexpr bool kMin = true;
+    static constexpr float kOff = 0.0f;
+};
+template <>
+struct Q81Coef<FmtQ5_1> {
+    static constexpr bool kMin = true;
+    static constexpr float kOff = 0.0f;
+};
+
+constexpr int64_t kChunkBlocks = 16;
+constexpr size_t kChunkBytes = 640;  // packed chunk: 8 x 64 B of quants (k-major), 16 scales, 16 offsets
+constexpr size_t kChunkScales = 512;
+constexpr size_t kChunkOffsets = 576;
+
+inline int64_t q81_chunks(int64_t n) { return (n / 32 + kChunkBlocks - 1) / kChunkBlocks; }
+size_t q81_packed_bytes(int64_t n) { return static_cast<size_t>(q81_chunks(n)) * kChunkBytes; }
+
+// Lane l of a chunk's vectors holds block kBlockOfLane[l] (the order reduce_block_sums leaves).
+alignas(64) constexpr int32_t kBlockOfLane[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+
+// Lanes l whose block kBlockOfLane[l] < nblk: the dword at base + block * stride bytes; other
+// lanes 0 (not read).
+inline __m512i gather_dwords(const void* base, int stride, int64_t nblk) {
+    const __m512i blk = _mm512_load_si512(kBlockOfLane);
+    const __mmask16 m = _mm512_cmplt_epi32_mask(blk, _mm512_set1_epi32(static_cast<int>(nblk < 16 ? nblk : 16)));
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, _mm512_mullo_epi32(blk, _mm512_set1_epi32(stride)),
+                                       base, 1);
+}
+inline __m512 halves_lo(__m512i g) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)); }
+inline __m512 halves_hi(__m512i g) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))); }
+
+// The chunk's weight scales and activation-sum coefficients, lane j = block j (0 past nblk).
+template <class F>
+inline void q81_wscales(const typename F::Block* b, int64_t nblk, __m512* dw, __m512* cw) {
+    const __m512i g = gather_dwords(b, static_cast<int>(sizeof(typename F::Block)), nblk);  // d | m << 16
+    *dw = halves_lo(g);
+    if constexpr (Q81Coef<F>::kMin) {
+        *cw = halves_hi(g);
+    } else {
+        *cw = _mm512_mul_ps(*dw, _mm512_set1_ps(Q81Coef<F>::kOff));
+    }
+}
+
+// Two blocks' 4-bit values in one zmm: each block's 16 bytes go to two 128-bit lanes, the second
+// shifted right by 4, so bytes 0..31 are block b0's elements 0..31 and 32..63 block b1's.
+inline __m512i nibbles_pair(const uint8_t* qs0, const uint8_t* qs1) {
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0))),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)), 1);
+    const __m512i x = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(q));
+    return _mm512_and_si512(_mm512_srlv_epi64(x, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+}
+// The fifth bits of two blocks (qh: bit j = element j) added to their nibbles as 16.
+inline __m512i add_high_bits_pair(__m512i v, const uint8_t* qh0, const uint8_t* qh1) {
+    uint32_t h0, h1;
+    std::memcpy(&h0, qh0, 4);
+    std::memcpy(&h1, qh1, 4);
+    const __mmask64 m = _cvtu64_mask64(static_cast<uint64_t>(h0) | (static_cast<uint64_t>(h1) << 32));
+    return _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(0x10));
+}
+template <class F>
+inline __m512i q81_unpack_pair(const typename F::Block& b0, const typename F::Block& b1) {
+    const __m512i v = nibbles_pair(b0.qs, b1.qs);
+    if constexpr (std::is_same_v<F, FmtQ5_0> || std::is_same_v<F, FmtQ5_1>) {
+        return add_high_bits_pair(v, b0.qh, b1.qh);
+    } else {
+        return v;
+    }
+}
+
+// Block pair i of a chunk as 64 unsigned bytes (block 2i in the low half); missing blocks 0.
+template <class F>
+inline __m512i q81_wpair(const typename F::Block* b, int64_t i, int64_t nblk) {
+    if (2 * i + 1 < nblk) return q81_unpack_pair<F>(b[2 * i], b[2 * i + 1]);
+    if (2 * i < nblk) return _mm512_castsi256_si512(F::unpack(b[2 * i]));
+    return _mm512_setzero_si512();
+}
+inline __m512i q81_apair(const BlockQ8_1* a, int64_t i, int64_t nblk) {
+    if (2 * i + 1 < nblk) return join256(loadu(a[2 * i].qs), loadu(a[2 * i + 1].qs));
+    if (2 * i < nblk) return _mm512_castsi256_si512(loadu(a[2 * i].qs));
+    return _mm512_setzero_si512();
+}
+
+// P[i]: vpdpbusd sums of block pair i (block 2i in 128-bit lanes 0-1, 2i+1 in 2-3; 4 products
+// per int32 lane, |sum| <= 4 * 31 * 127) -> one lane per block, lane l holding block
+// kBlockOfLane[l]. Two rounds of vpackssdw + vpmaddwd (pairs of adjacent lanes added; the
+// partial sums stay below 2^15, so the packs never saturate) and one round across 128-bit lanes.
+// Exact.
+
+inline __m512i pack_add_pairs(__m512i x, __m512i y) {
+    return _mm512_madd_epi16(_mm512_packs_epi32(x, y), _mm512_set1_epi16(1));
+}
+inline __m512i reduce_block_sums(const __m512i* P) {
+    const __m512i t0 = pack_add_pairs(pack_add_pairs(P[0], P[1]), pack_add_pairs(P[2], P[3]));
+    const __m512i t1 = pack_add_pairs(pack_add_pairs(P[4], P[5]), pack_add_pairs(P[6], P[7]));
+    // 128-bit lane q of t0, dword e: P[e]'s lane q (t1: P[4 + e]); add lanes 0+1 and 2+3
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i64x2(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The canonical float step of one chunk (see above).
+inline __m512 q81_accumulate(__m512 acc, __m512i p, __m512 dw, __m512 da, __m512 cw, __m512 sa) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, da), acc);
+    return _mm512_fmadd_ps(cw, sa, acc);
+}
+
 template <class F, int NA>
 void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     using Block = typename F::Block;
@@ -297,29 +432,145 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
     const BlockQ8_1* a[NA];
     for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_1*>(static_cast<const char*>(av) + t * as);
     __m512 acc[NA];
-    __m128 off[NA];  // lanes 1 and 3 accumulate c * s; lanes 0 and 2 are ignored
-    for (int t = 0; t < NA; t++) {
-        acc[t] = _mm512_setzero_ps();
-        off[t] = _mm_setzero_ps();
-    }
+    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
     const int64_t nb = n / 32;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = join256(F::unpack(w[i]), F::unpack(w[i + 1]));
-        const __m128 ws = wscale2<F>(w[i], w[i + 1]);  // [d0, c0, d1, c1]
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+        const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
+        __m512i q[8];
+        for (int i = 0; i < 8; i++) q[i] = q81_wpair<F>(w + b0, i, nblk);
+        __m512 dw, cw;
+        q81_wscales<F>(w + b0, nblk, &dw, &cw);
         for (int t = 0; t < NA; t++) {
-            const __m512i aq = join256(loadu(a[t][i].qs), loadu(a[t][i + 1].qs));
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, aq);
-            const __m128 ds = _mm_mul_ps(ws, head2_ps(&a[t][i], &a[t][i + 1]));  // [d0 da0, c0 s0, d1 da1, c1 s1]
-            off[t] = _mm_add_ps(off[t], ds);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), spread02(ds), acc[t]);
+            __m512i P[8];
+            for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q81_apair(a[t] + b0, i, nblk));
+            const __m512i g = gather_dwords(a[t] + b0, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
+            acc[t] = q81_accumulate(acc[t], reduce_block_sums(P), dw, halves_lo(g), cw, halves_hi(g));
         }
     }
-    float tail[NA];
-    for (int t = 0; t < NA; t++) tail[t] = 0.0f;
-    if (i < nb) dot_q_x_q8_1<F, NA>(32, w + i, a[0] + i, as, tail);
-    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) + sum_lanes13(off[t]) + tail[t];
+    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
+
+// dword k of every block of the chunk, lane l = block kBlockOfLane[l]: temp holds the chunk's
+// 16 unpacked blocks, 32 B each.
+inline void transpose_chunk(const uint8_t* temp, uint8_t* dst) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_load_si512(kBlockOfLane), _mm512_set1_epi32(32));
+    for (int k = 0; k < 8; k++) {
+        _mm512_store_si512(dst + 64 * k, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(4 * k)), temp, 1));
+    }
+}
+
+void q81_pack_act(int64_t n, const void* act_row, void* packed) {
+    const BlockQ8_1* a = static_cast<const BlockQ8_1*>(act_row);
+    uint8_t* dst = static_cast<uint8_t*>(packed);
+    const int64_t nb = n / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += kChunkBytes) {
+        const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
+        for (int k = 0; k < 8; k++) {
+            _mm512_store_si512(dst + 64 * k, gather_dwords(a[b0].qs + 4 * k, static_cast<int>(sizeof(BlockQ8_1)), nblk));
+        }
+        const __m512i g = gather_dwords(a + b0, static_cast<int>(sizeof(BlockQ8_1)), nblk);
+        _mm512_store_ps(dst + kChunkScales, halves_lo(g));
+        _mm512_store_ps(dst + kChunkOffsets, halves_hi(g));
+    }
+}
+
+template <class F>
+void q81_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void* panel) {
+    using Block = typename F::Block;
+    uint8_t* dst = static_cast<uint8_t*>(panel);
+    alignas(64) uint8_t temp[kChunkBlocks * 32];
+    const int64_t nb = n / 32;
+    for (int r = 0; r < n_rows; r++) {
+        const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += kChunkBytes) {
+            const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
+            for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q81_wpair<F>(w + b0, i, nblk));
+            transpose_chunk(temp, dst);
+            __m512 dw, cw;
+            q81_wscales<F>(w + b0, nblk, &dw, &cw);
+            _mm512_store_ps(dst + kChunkScales, dw);
+            _mm512_store_ps(dst + kChunkOffsets, cw);
+        }
+    }
+}
+
+// R rows x T tokens of the gemm path from registers: per chunk 8 weight and 8 activation loads
+// per row / token, 8 R T vpdpbusd, then the canonical float step per pair.
+template <int R, int T>
+void q81_gemm_tile(int64_t nch, const uint8_t* wp, const uint8_t* ap, float* y, int64_t y_stride) {
+    const size_t rs = static_cast<size_t>(nch) * kChunkBytes;
+    __m512 acc[R][T];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nch; c++) {
+        const size_t co = static_cast<size_t>(c) * kChunkBytes;
+        __m512i p[R][T];
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < T; t++) p[r][t] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k++) {
+            __m512i wk[R];
+            for (int r = 0; r < R; r++) wk[r] = _mm512_load_si512(wp + r * rs + co + 64 * k);
+            for (int t = 0; t < T; t++) {
+                const __m512i ak = _mm512_load_si512(ap + t * rs + co + 64 * k);
+                for (int r = 0; r < R; r++) p[r][t] = _mm512_dpbusd_epi32(p[r][t], wk[r], ak);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const __m512 dw = _mm512_load_ps(wp + r * rs + co + kChunkScales);
+            const __m512 cw = _mm512_load_ps(wp + r * rs + co + kChunkOffsets);
+            for (int t = 0; t < T; t++) {
+                acc[r][t] = q81_accumulate(acc[r][t], p[r][t], dw, _mm512_load_ps(ap + t * rs + co + kChunkScales), cw,
+                                           _mm512_load_ps(ap + t * rs + co + kChunkOffsets));
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+constexpr int kGemmRows = 4;
+constexpr int kGemmTokens = 3;
+
+template <int R>
+void q81_gemm_rows(int64_t nch, const uint8_t* wp, const uint8_t* ap, int64_t n_tokens, float* y, int64_t y_stride) {
+    const size_t rs = static_cast<size_t>(nch) * kChunkBytes;
+    int64_t t = 0;
+    for (; t + kGemmTokens <= n_tokens; t += kGemmTokens) {
+        q81_gemm_tile<R, kGemmTokens>(nch, wp, ap + t * rs, y + t * y_stride, y_stride);
+    }
+    if (n_tokens - t == 2) q81_gemm_tile<R, 2>(nch, wp, ap + t * rs, y + t * y_stride, y_stride);
+    if (n_tokens - t == 1) q81_gemm_tile<R, 1>(nch, wp, ap + t * rs, y + t * y_stride, y_stride);
+}
+
+void q81_gemm_run(int64_t n, const void* panel, int n_rows, const void* packed, int64_t n_tokens, float* y,
+                  int64_t y_stride) {
+    const int64_t nch = q81_chunks(n);
+    const uint8_t* wp = static_cast<const uint8_t*>(panel);
+    const uint8_t* ap = static_cast<const uint8_t*>(packed);
+    switch (n_rows) {
+        case 1: q81_gemm_rows<1>(nch, wp, ap, n_tokens, y, y_stride); break;
+        case 2: q81_gemm_rows<2>(nch, wp, ap, n_tokens, y, y_stride); break;
+        case 3: q81_gemm_rows<3>(nch, wp, ap, n_tokens, y, y_stride); break;
+        default: q81_gemm_rows<4>(nch, wp, ap, n_tokens, y, y_stride); break;
+    }
+}
+
+template <class F>
+constexpr QuantGemm q81_gemm() {
+    QuantGemm g;
+    g.min_tokens = 8;
+    g.rows_per_panel = kGemmRows;
+    g.act_bytes = &q81_packed_bytes;
+    g.row_bytes = &q81_packed_bytes;
+    g.pack_act = &q81_pack_act;
+    g.pack_rows = &q81_pack_rows<F>;
+    g.run = &q81_gemm_run;
+    return g;
+}
+constexpr QuantGemm kGemmQ4_0 = q81_gemm<FmtQ4_0>();
+constexpr QuantGemm kGemmQ4_1 = q81_gemm<FmtQ4_1>();
+constexpr QuantGemm kGemmQ5_0 = q81_gemm<FmtQ5_0>();
+constexpr QuantGemm kGemmQ5_1 = q81_gemm<FmtQ5_1>();
 
 #define JLLM_K1(NAME, FN)                                                               \
     struct NAME {                                                                       \
@@ -378,6 +629,16 @@ VecDotFn vec_dot_avx512(GgmlType w_type) {
     }
 }
 
+const QuantGemm* gemm_avx512(GgmlType w_type) {
+    switch (w_type) {
+        case GgmlType::Q4_0: return &kGemmQ4_0;
+        case GgmlType::Q4_1: return &kGemmQ4_1;
+        case GgmlType::Q5_0: return &kGemmQ5_0;
+        case GgmlType::Q5_1: return &kGemmQ5_1;
+        default: return nullptr;
+    }
+}
+
 QuantizeActFn quantize_act_avx512(GgmlType act_type) {
     switch (act_type) {
         case GgmlType::Q8_0: return &quantize_q8_0;
@@ -393,6 +654,7 @@ QuantizeActFn quantize_act_avx512(GgmlType act_type) {
 
 namespace jllm::cpu_detail {
 VecDotFn vec_dot_avx512(GgmlType) { return nullptr; }
+const QuantGemm* gemm_avx512(GgmlType) { return nullptr; }
 QuantizeActFn quantize_act_avx512(GgmlType) { return nullptr; }
 }  // namespace jllm::cpu_detail
 

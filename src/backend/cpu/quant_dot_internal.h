@@ -14,6 +14,7 @@ VecDotFn vec_dot_avx2(GgmlType w_type);  // nullptr when not built for x86
 QuantizeActFn quantize_act_avx2(GgmlType act_type);
 
 VecDotFn vec_dot_avx512(GgmlType w_type);
+const QuantGemm* gemm_avx512(GgmlType w_type);  // nullptr for types without a many-token path
 QuantizeActFn quantize_act_avx512(GgmlType act_type);
 
 VecDotFn vec_dot_neon(GgmlType w_type);  // nullptr when not built for aarch64

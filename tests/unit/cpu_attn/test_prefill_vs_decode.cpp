@@ -24,8 +24,9 @@ using namespace jllm;
 using jllm::test::tiny_qwen3;
 using jllm::test::TinyQwen3;
 
-TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
-    const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q8_0.gguf", 7);
+namespace {
+
+void expect_prefill_equals_decode(const TinyQwen3& m) {
     const ModelConfig& c = m.c;
     const ModelWeights& w = m.w;
     const int n = 45;  // several tiles and a partial one
@@ -57,6 +58,21 @@ TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
         // Identical arithmetic per query and per row: the logits must agree bit for bit.
         EXPECT_EQ(se, 0.0) << (kv == KvType::Int8 ? "int8" : "fp16") << " relative RMS " << rel;
     }
+}
+
+}  // namespace
+
+TEST(CpuAttention, PrefillAndTokenByTokenDecodeAreBitIdentical) {
+    expect_prefill_equals_decode(tiny_qwen3("attn_tiny_qwen3_q8_0.gguf", 7));
+}
+
+// Q4_0 weights: batches of 8 tokens or more take the matmul's gemm path where the CPU has one
+// (AVX-512: panels of rows x packed tokens), decode the vec_dot path; the logits still agree bit
+// for bit.
+TEST(CpuAttention, PrefillAndDecodeAreBitIdenticalThroughTheGemmPath) {
+    const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q4_0.gguf", 7, QuantRecipe::Q4_0);
+    ASSERT_EQ(m.w.layers[0].wq.type, GgmlType::Q4_0);
+    expect_prefill_equals_decode(m);
 }
 
 TEST(CpuAttention, LastLayerRowsOnlyForRequestedLogits) {

@@ -4,6 +4,7 @@
 // kernel on the same quantized activations, tightly. Plus the activation quantizers.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -148,6 +149,70 @@ TEST(QuantDotNeon, BothVariantsMatchScalar) {
             }
         }
     }
+}
+
+// The many-token path (QuantGemm) against the level's vec_dot on the same quantized inputs: bit
+// for bit, for every row count of a panel, token counts around the register tile, and block
+// counts that fill the 16-block chunk, leave a tail of odd length, or are a single block. The
+// panel and the packed rows are built in misaligned-then-aligned buffers as matmul builds them.
+TEST(QuantGemm, BitIdenticalWithVecDot) {
+    int checked = 0;
+    std::mt19937 rng(4242);
+    for (SimdLevel level : kLevels) {
+        if (!simd_level_supported(level)) continue;
+        for (GgmlType type : kTypes) {
+            const QuantDotKernel* k = quant_dot_kernel(type, level);
+            if (k == nullptr || k->gemm == nullptr) continue;
+            const QuantGemm& g = *k->gemm;
+            ASSERT_GE(g.rows_per_panel, 1);
+            ASSERT_GE(g.min_tokens, 1);
+            const int64_t B = type_traits(type).block_size;
+            for (int64_t nb : {1, 2, 15, 16, 17, 28, 45, 152}) {
+                const int64_t n = nb * B;
+                const size_t wrow = row_size(type, n), arow = act_row_size(type, n);
+                const int n_rows_max = g.rows_per_panel + 1;
+                std::vector<uint8_t> wq;
+                for (int r = 0; r < n_rows_max; r++) {
+                    const std::vector<uint8_t> row = random_weight_row(type, n, rng);
+                    wq.insert(wq.end(), row.begin(), row.end());
+                }
+                const int n_tok = 7;
+                std::vector<uint8_t> act(arow * n_tok);
+                for (int t = 0; t < n_tok; t++) {
+                    const std::vector<float> x = random_activations(n, rng);
+                    k->quantize_act(x.data(), act.data() + t * arow, n);
+                }
+                const size_t pb = g.act_bytes(n), rb = g.row_bytes(n);
+                ASSERT_EQ(pb % 64, 0u);
+                ASSERT_EQ(rb % 64, 0u);
+                std::vector<uint8_t> packed_buf(pb * n_tok + 64), panel_buf(rb * g.rows_per_panel + 64);
+                uint8_t* packed = packed_buf.data() + (64 - reinterpret_cast<uintptr_t>(packed_buf.data()) % 64) % 64;
+                uint8_t* panel = panel_buf.data() + (64 - reinterpret_cast<uintptr_t>(panel_buf.data()) % 64) % 64;
+                for (int t = 0; t < n_tok; t++) g.pack_act(n, act.data() + t * arow, packed + t * pb);
+                for (int n_rows = 1; n_rows <= g.rows_per_panel; n_rows++) {
+                    const int r0 = n_rows_max - n_rows;  // the last rows: a panel need not start at row 0
+                    g.pack_rows(n, wq.data() + r0 * wrow, wrow, n_rows, panel);
+                    for (int nt = 1; nt <= n_tok; nt++) {
+                        const int64_t ys = n_rows + 3;  // y rows wider than the panel, as in matmul
+                        std::vector<float> y(static_cast<size_t>(nt * ys), -7.0f);
+                        g.run(n, panel, n_rows, packed, nt, y.data(), ys);
+                        for (int t = 0; t < nt; t++) {
+                            for (int r = 0; r < n_rows; r++) {
+                                float one = 0.0f;
+                                k->vec_dot(n, wq.data() + (r0 + r) * wrow, act.data() + t * arow, arow, 1, &one);
+                                ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], one)
+                                    << type_name(type) << " " << simd_level_name(level) << " n=" << n
+                                    << " n_rows=" << n_rows << " tokens=" << nt << " t=" << t << " r=" << r;
+                                checked++;
+                            }
+                            for (int64_t r = n_rows; r < ys; r++) ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], -7.0f);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "no SIMD level of this CPU has a gemm path";
 }
 
 // A hand-checked case: Q8_0 weights of all ones with d = 1 against activations 0..31.

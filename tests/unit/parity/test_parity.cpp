@@ -336,11 +336,15 @@ TEST(ParitySmolLM2, GreedyChatAnswersParis) {
     msgs[0].content = "What is the capital of France?";
     ChatRenderOptions opt;
     GenerateRequest req;
-    req.prompt = e.render_chat(msgs, opt);
+    // The answer is begun for the model: left to itself, SmolLM2-135M opens with "L'Étoile" in
+    // every arithmetic (our scalar, AVX2 and AVX-512 levels, and llama.cpp: llama-cpp-python
+    // 0.3.36 greedy gives "L'Étoile, la Cité, la Nation, ..." with no Paris in 32 tokens), and
+    // whether "Paris" followed within 32 tokens turned on summation order alone.
+    req.prompt = e.render_chat(msgs, opt) + "The capital of France is";
     req.parse_special = true;
     req.add_bos = false;
     req.sampling.temperature = 0.0f;
-    req.max_tokens = 32;
+    req.max_tokens = 8;
     GenerateResult r = e.generate(req, nullptr);
     ASSERT_NE(r.finish, FinishReason::Error) << r.error;
     std::printf("[parity] answer: %s\n", r.text.c_str());
