@@ -62,6 +62,20 @@ namespace {
 
 inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
 
+// Decode reads every weight row once, from DRAM, and the hardware prefetcher alone keeps too few
+// lines in flight: on the Intel Xeon build machine Q4_K's one-token dot streamed 4.7 GB/s of the
+// 10 GB/s one core reads. Each kernel asks, per block (or block pair / chunk) it consumes, for
+// the lines kPrefetchAhead bytes further on: 8.6-8.9 GB/s (bench_cpu_kernels Q4_K 4096x4096,
+// 1 thread; 1,152 and 4,608 bytes ahead measured 8.2-8.6). Rows are contiguous, so past a row's
+// end this fetches the next row; past the matrix it is a hint that cannot fault. No arithmetic
+// changes.
+constexpr size_t kPrefetchAhead = 2048;
+template <size_t Bytes>
+inline void prefetch_ahead(const void* p) {
+    const char* c = static_cast<const char*>(p) + kPrefetchAhead;
+    for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 // Two 256-bit halves -> one zmm.
 inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
@@ -119,6 +133,7 @@ void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
     for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead<sizeof(*w)>(w + i);
         const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
         const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
         const __m256i mins = mins_dup16(sm128);
@@ -176,6 +191,7 @@ void dot_q5_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     const __m512i b4 = _mm512_set1_epi8(0x10);
     const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
     for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead<sizeof(*w)>(w + i);
         const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
         const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
         const __m256i mins = mins_dup16(sm128);
@@ -219,6 +235,7 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);  // qh bits 0-1 / 2-3 -> 4-5
     const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);  // qh bits 4-5 / 6-7 -> 4-5
     for (int64_t i = 0; i < n / QK_K; i++) {
+        prefetch_ahead<sizeof(*w)>(w + i);
         const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
         const __m512i sc = _mm512_castsi256_si512(sc256);
         __m512i sumi[4];
@@ -273,6 +290,7 @@ void dot_q8_0_512(int64_t n, const void* wv, const void* av, size_t as, float* o
     const int64_t nb = n / QK8_0;
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
+        prefetch_ahead<2 * sizeof(*w)>(w + i);
         const __m512i wq = join256(loadu(w[i].qs), loadu(w[i + 1].qs));
         const __m512i wabs = _mm512_abs_epi8(wq);
         const __mmask64 neg = _mm512_movepi8_mask(wq);
@@ -436,6 +454,7 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
     const int64_t nb = n / 32;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
         const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
+        prefetch_ahead<kChunkBlocks * sizeof(Block)>(w + b0);
         __m512i q[8];
         for (int i = 0; i < 8; i++) q[i] = q81_wpair<F>(w + b0, i, nblk);
         __m512 dw, cw;
