@@ -152,9 +152,6 @@ private:
     void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
         matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64, simd_);
     }
-    static void* align64(uint8_t* p) {
-        return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
-    }
     void attention(int il, int n_tokens, int pos0);
     void store_kv(int il, int n_tokens, int pos0);
     // f(t) for every token of a batch; row work is independent per token, so splitting it over

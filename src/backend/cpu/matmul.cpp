@@ -37,10 +37,6 @@ struct MatmulJob {
 
 constexpr size_t kPackedTile = 512 * 1024;  // packed activation bytes per token tile (L2)
 
-char* align64p(char* p) {
-    return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
-}
-
 // The gemm path: token tiles of ~kPackedTile bytes outermost (they stay in L2), then the rows in
 // panels of rows_per_panel, each unpacked once per token tile into a per-thread buffer (L1) and
 // run against every token of the tile.
@@ -49,7 +45,7 @@ void run_rows_gemm(const MatmulJob& job, const Segment& s, int64_t r0, int64_t r
     thread_local std::vector<char> buf;  // grows once per thread to the largest panel
     const size_t panel_bytes = static_cast<size_t>(g.rows_per_panel) * g.row_bytes(job.n_in);
     if (buf.size() < panel_bytes + 64) buf.resize(panel_bytes + 64);
-    char* panel = align64p(buf.data());
+    char* panel = align64(buf.data());
     const int64_t tile = std::max<int64_t>(16, static_cast<int64_t>(kPackedTile / job.packed_row_bytes));
     for (int64_t t0 = 0; t0 < job.n_tokens; t0 += tile) {
         const int64_t nt = std::min(tile, job.n_tokens - t0);
@@ -60,7 +56,6 @@ void run_rows_gemm(const MatmulJob& job, const Segment& s, int64_t r0, int64_t r
         }
     }
 }
-
 
 // Rows [r0, r1) of one weight against every token: token tiles outermost so a tile of
 // activations stays in L2 while the row block (<= a few tens of KB) stays in L1/L2 and is
@@ -119,7 +114,7 @@ void quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, v
     size_t pb = 0;
     if (k.gemm != nullptr && n_tokens >= k.gemm->min_tokens) {
         pb = k.gemm->act_bytes(n_in);
-        packed = align64p(act + act_total);
+        packed = align64(act + act_total);
         JLLM_ASSERT_MSG(static_cast<size_t>(packed - act) + pb * static_cast<size_t>(n_tokens) <= scratch_bytes,
                         "matmul scratch too small for the packed activations");
     }

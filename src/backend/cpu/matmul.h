@@ -13,6 +13,12 @@
 
 namespace jllm {
 
+// p rounded up to the next 64-byte boundary (for buffers allocated 64 bytes larger).
+template <class T>
+inline T* align64(T* p) {
+    return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~static_cast<uintptr_t>(63));
+}
+
 // A weight as GGUF stores it: ne[0] = n_in, ne[1] = n_out, rows contiguous.
 struct MatmulWeight {
     const void* data = nullptr;  // [n_out][row_size(type, n_in)] bytes

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/quant_dot_internal.h"
 #include "kernel_test_util.h"
@@ -186,8 +187,8 @@ TEST(QuantGemm, BitIdenticalWithVecDot) {
                 ASSERT_EQ(pb % 64, 0u);
                 ASSERT_EQ(rb % 64, 0u);
                 std::vector<uint8_t> packed_buf(pb * n_tok + 64), panel_buf(rb * g.rows_per_panel + 64);
-                uint8_t* packed = packed_buf.data() + (64 - reinterpret_cast<uintptr_t>(packed_buf.data()) % 64) % 64;
-                uint8_t* panel = panel_buf.data() + (64 - reinterpret_cast<uintptr_t>(panel_buf.data()) % 64) % 64;
+                uint8_t* packed = align64(packed_buf.data());
+                uint8_t* panel = align64(panel_buf.data());
                 for (int t = 0; t < n_tok; t++) g.pack_act(n, act.data() + t * arow, packed + t * pb);
                 for (int n_rows = 1; n_rows <= g.rows_per_panel; n_rows++) {
                     const int r0 = n_rows_max - n_rows;  // the last rows: a panel need not start at row 0
