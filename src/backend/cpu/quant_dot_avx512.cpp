@@ -4,12 +4,14 @@
 // Q5_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) also get full 512-bit kernels.
 //
 // 512-bit layout tricks:
-//  - Q4_K: one 32-byte group of nibbles is broadcast to both halves of a zmm and the upper half
-//    shifted right by 4 (vpsrlvq), so the register holds 64 consecutive elements and matches a
-//    single 64-byte activation load; sub-block scales are spread by vpermw.
+//  - Q4_K / Q5_K: one 32-byte group of nibbles is broadcast to both halves of a zmm and the upper
+//    half shifted right by 4 (vpsrlvq), so the register holds 64 consecutive elements and
+//    matches a single 64-byte activation load.
 //  - Q6_K: the 64 low-nibble bytes of a half super-block are one load; the matching 2-bit high
 //    parts come from one broadcast 32-byte qh load with per-half shift counts.
 //  - Q8_0 / Q4_x: two 32-element blocks per zmm, one scale per 256-bit half.
+//  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q6_K: one arithmetic for decode (vec_dot) and prefill
+//    (the gemm path), chunks of 16 blocks of 32 elements with one block per float lane.
 #include <cstring>
 #include <type_traits>
 
@@ -21,18 +23,12 @@
 
 namespace jllm::cpu_detail {
 namespace {
-// vpermw indices: int16 lane L of the Q4_K scale vector for nibble group g is scale 2g + L/16;
-// of the Q6_K scale vector for 64-element part q (= 2 * half + hi) it is scale 4q + L/8.
+// vpermw indices: int16 lane L of the Q5_K scale vector for nibble group g is scale 2g + L/16.
 alignas(64) const int16_t kQ4KScaleIdx[4][32] = {
     {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
     {2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
     {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5},
     {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
-alignas(64) const int16_t kQ6KScaleIdx[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
-    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
 }  // namespace
 }  // namespace jllm::cpu_detail
 
@@ -79,103 +75,11 @@ inline void prefetch_ahead(const void* p) {
 // Two 256-bit halves -> one zmm.
 inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
-// Sums of four registers of 16 int32 lanes, folded to 4 lanes each: lanes 4t..4t+3 of the
-// result hold a[t] (exact: integer adds). Two rounds of 128-bit quarter shuffles.
-inline __m512i fold4_epi32(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
-    const __m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
-                                       _mm512_shuffle_i64x2(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512i y = _mm512_add_epi32(_mm512_shuffle_i64x2(a2, a3, _MM_SHUFFLE(1, 0, 1, 0)),
-                                       _mm512_shuffle_i64x2(a2, a3, _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_epi32(_mm512_shuffle_i64x2(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i64x2(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// Lanes 4t..4t+3: token t's activation scale of super-block i (zeros past NA).
-template <int NA>
-inline __m512 token_scales_x4(const BlockQ8_K* const* a, int64_t i) {
-    const __m512i ad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m128 ad4 = _mm_setr_ps(a[0][i].d, NA > 1 ? a[NA > 1 ? 1 : 0][i].d : 0.0f,
-                                   NA > 2 ? a[NA > 2 ? 2 : 0][i].d : 0.0f, NA > 3 ? a[NA > 3 ? 3 : 0][i].d : 0.0f);
-    return _mm512_permutexvar_ps(ad_idx, _mm512_castps128_ps512(ad4));
-}
-
-// out[t] = (l0 + l1) + (l2 + l3) of token t's four lanes: acc1 for NA == 1, else lanes 4t..4t+3
-// of acc.
-template <int NA>
-inline void store_token_sums(__m128 acc1, __m512 acc, float* out) {
-    if constexpr (NA == 1) {
-        const __m128 s1 = _mm_add_ps(acc1, _mm_permute_ps(acc1, _MM_SHUFFLE(2, 3, 0, 1)));
-        const __m128 s2 = _mm_add_ps(s1, _mm_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
-        out[0] = _mm_cvtss_f32(s2);
-    } else {
-        const __m512 s1 = _mm512_add_ps(acc, _mm512_permute_ps(acc, _MM_SHUFFLE(2, 3, 0, 1)));
-        const __m512 s2 = _mm512_add_ps(s1, _mm512_permute_ps(s1, _MM_SHUFFLE(1, 0, 3, 2)));
-        alignas(64) float r[16];
-        _mm512_store_ps(r, s2);
-        for (int t = 0; t < NA; t++) out[t] = r[4 * t];
-    }
-}
-
-// Q4_K: all four tokens share one float accumulator. Per super-block each token's 16-lane
-// integer sum (scales applied) and its 8-lane mins sum are folded to 4 lanes (exact), then
-// one cvt + FMA per term serves the four tokens: the per-token float work that dominated the
-// 4-token kernel (two cvt/FMA pairs and two scalar products per token per super-block, plus
-// two horizontal sums per token at the end) is shared. Missing tokens (NA < 4) are zeros, so
-// a token's lanes see the same operations in every slot and for every NA: its result does
-// not depend on the batch it is in.
-template <int NA>
-void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
-    const BlockQ4_K* w = static_cast<const BlockQ4_K*>(wv);
-    const BlockQ8_K* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
-    __m512 acc = _mm512_setzero_ps();  // lanes 4t..4t+3: token t
-    __m128 acc1 = _mm_setzero_ps();    // NA == 1: token 0's four lanes
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead<sizeof(*w)>(w + i);
-        const __m128i sm128 = scales_mins_k4(w[i].scales);                         // scales[8], mins[8]
-        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm128));  // int16 lanes 0..7: scales
-        const __m256i mins = mins_dup16(sm128);
-        __m512i sumi[4];
-        for (int t = 0; t < 4; t++) sumi[t] = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) {
-            const __m512i q = _mm512_broadcast_i64x4(loadu(w[i].qs + 32 * g));
-            const __m512i v = _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), m4);  // elements 64g .. 64g+63
-            const __m512i s = _mm512_permutexvar_epi16(loadu512(kQ4KScaleIdx[g]), sc);
-            for (int t = 0; t < NA; t++) {
-                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(v, loadu512(a[t][i].qs + 64 * g)), s);
-            }
-        }
-        const float dw = h2f(w[i].d), ndm = -h2f(w[i].dmin);
-        if constexpr (NA == 1) {
-            // the same lane arithmetic in 128 bits: one token's folded sums, same factors
-            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[0]), _mm512_extracti64x4_epi64(sumi[0], 1));
-            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-            const __m256i m8 = _mm256_madd_epi16(mins, loadu(a[0][i].bsums));
-            const __m128i m4v = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
-            const float ad = a[0][i].d;
-            acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(ad * dw), acc1);
-            acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(m4v), _mm_set1_ps(ad * ndm), acc1);
-        } else {
-            __m256i mm[4];  // m_j * (bsum_2j + bsum_2j+1), 8 lanes per token
-            for (int t = 0; t < 4; t++) mm[t] = _mm256_setzero_si256();
-            for (int t = 0; t < NA; t++) mm[t] = _mm256_madd_epi16(mins, loadu(a[t][i].bsums));
-            const __m512i si = fold4_epi32(sumi[0], sumi[1], sumi[2], sumi[3]);
-            const __m512i m01 = _mm512_inserti64x4(_mm512_castsi256_si512(mm[0]), mm[1], 1);
-            const __m512i m23 = _mm512_inserti64x4(_mm512_castsi256_si512(mm[2]), mm[3], 1);
-            const __m512i mi = _mm512_add_epi32(_mm512_shuffle_i64x2(m01, m23, _MM_SHUFFLE(2, 0, 2, 0)),
-                                                _mm512_shuffle_i64x2(m01, m23, _MM_SHUFFLE(3, 1, 3, 1)));
-            const __m512 ad = token_scales_x4<NA>(a, i);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(ad, _mm512_set1_ps(dw)), acc);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(ad, _mm512_set1_ps(ndm)), acc);
-        }
-    }
-    store_token_sums<NA>(acc1, acc, out);
-}
-
-// Q5_K: as Q4_K, plus the fifth bit: qh is broadcast to both halves once per super-block and
-// bit 2g (lower half) / 2g + 1 (upper half) of each byte tested into a byte mask.
+// Q5_K: per super-block, each 32-byte group g of nibbles is broadcast to both halves of a zmm
+// and the upper half shifted right by 4, so the register holds elements 64g .. 64g+63 and
+// matches one 64-byte activation load; the fifth bit: qh is broadcast to both halves once per
+// super-block and bit 2g (lower half) / 2g + 1 (upper half) of each byte tested into a byte
+// mask; the sub-block scales are spread over int16 lanes by vpermw.
 template <int NA>
 void dot_q5_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     const BlockQ5_K* w = static_cast<const BlockQ5_K*>(wv);
@@ -218,60 +122,6 @@ void dot_q5_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
         }
     }
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps(accm[t]);
-}
-
-// Q6_K: the four tokens share one float accumulator as in Q4_K. The +32 offset of the stored
-// quants (32 * sum_j sc_j * bsum_j, 8 lanes) is subtracted from the 16-lane integer sum, which
-// is then folded to 4 lanes per token (exact), so one cvt + FMA per super-block serves all four.
-template <int NA>
-void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
-    const BlockQ6_K* w = static_cast<const BlockQ6_K*>(wv);
-    const BlockQ8_K* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
-    __m512 acc = _mm512_setzero_ps();  // lanes 4t..4t+3: token t
-    __m128 acc1 = _mm_setzero_ps();    // NA == 1: token 0's four lanes
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i m30 = _mm512_set1_epi8(0x30);
-    const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);  // qh bits 0-1 / 2-3 -> 4-5
-    const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);  // qh bits 4-5 / 6-7 -> 4-5
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead<sizeof(*w)>(w + i);
-        const __m256i sc256 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
-        const __m512i sc = _mm512_castsi256_si512(sc256);
-        __m512i sumi[4];
-        for (int t = 0; t < 4; t++) sumi[t] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            const __m512i ql = loadu512(w[i].ql + 64 * h);
-            const __m512i qh = _mm512_broadcast_i64x4(loadu(w[i].qh + 32 * h));
-            // elements 128h + [0, 64) and 128h + [64, 128), unsigned 0..63
-            const __m512i va = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi64(qh, shl), m30));
-            const __m512i vb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                               _mm512_and_si512(_mm512_srlv_epi64(qh, shr), m30));
-            const __m512i sa = _mm512_permutexvar_epi16(loadu512(kQ6KScaleIdx[2 * h]), sc);
-            const __m512i sb = _mm512_permutexvar_epi16(loadu512(kQ6KScaleIdx[2 * h + 1]), sc);
-            for (int t = 0; t < NA; t++) {
-                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(va, loadu512(a[t][i].qs + 128 * h)), sa);
-                sumi[t] = _mm512_dpwssd_epi32(sumi[t], _mm512_maddubs_epi16(vb, loadu512(a[t][i].qs + 128 * h + 64)), sb);
-            }
-        }
-        const float dw = h2f(w[i].d);
-        // q was stored +32: subtract 32 * sum_j sc_j * bsum_j (8 lanes) from the low half
-        for (int t = 0; t < NA; t++) {
-            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc256, loadu(a[t][i].bsums)), 5);
-            sumi[t] = _mm512_sub_epi32(sumi[t], _mm512_inserti64x4(_mm512_setzero_si512(), off, 0));
-        }
-        if constexpr (NA == 1) {
-            // the same lane arithmetic in 128 bits
-            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[0]), _mm512_extracti64x4_epi64(sumi[0], 1));
-            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-            acc1 = _mm_fmadd_ps(_mm_cvtepi32_ps(s4), _mm_set1_ps(a[0][i].d * dw), acc1);
-        } else {
-            const __m512i si = fold4_epi32(sumi[0], sumi[1], sumi[2], sumi[3]);
-            const __m512 ad = token_scales_x4<NA>(a, i);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_mul_ps(ad, _mm512_set1_ps(dw)), acc);
-        }
-    }
-    store_token_sums<NA>(acc1, acc, out);
 }
 
 // zmm whose lanes 0..7 are lane 0 of v and lanes 8..15 lane 2 of v.
@@ -338,22 +188,45 @@ struct Q81Coef<FmtQ5_0> {
 };
 template <>
 struct Q81Coef<FmtQ4_1> {
-    static constexpr bool kMin = true;
-    static constexpr float kOff = 0.0f;
+    static constexpr bool kMin = true;  // cw: the stored min
 };
 template <>
 struct Q81Coef<FmtQ5_1> {
-    static constexpr bool kMin = true;
-    static constexpr float kOff = 0.0f;
+    static constexpr bool kMin = true;  // cw: the stored min
 };
 
 constexpr int64_t kChunkBlocks = 16;
-constexpr size_t kChunkBytes = 640;  // packed chunk: 8 x 64 B of quants (k-major), 16 scales, 16 offsets
-constexpr size_t kChunkScales = 512;
-constexpr size_t kChunkOffsets = 576;
+constexpr size_t kChunkScales = 512;  // dw / da: after 8 x 64 B of quants
+constexpr size_t kChunkOffsets = 576;  // cw / sa of half 0
 
-inline int64_t q81_chunks(int64_t n) { return (n / 32 + kChunkBlocks - 1) / kChunkBlocks; }
-size_t q81_packed_bytes(int64_t n) { return static_cast<size_t>(q81_chunks(n)) * kChunkBytes; }
+// The gemm path's chunk layouts. A weight panel chunk: 8 x 64 B of unsigned quants (register k:
+// dword k of every block, lane order kBlockOfLane), then per half h of the block (one half for
+// the 32-element formats and Q4_K, two of 16 elements for Q6_K) 16 floats dw at kChunkScales +
+// 128 h and 16 floats cw at kChunkOffsets + 128 h. A packed activation chunk: 8 x 64 B of int8
+// quants (the same order), 16 floats da at kChunkScales, then the sa vector of each half at
+// kSa[h].
+struct LayoutQ81 {  // Q4_0 / Q4_1 / Q5_0 / Q5_1 against Q8_1
+    static constexpr size_t kW = 640, kA = 640;
+    static constexpr int kHalves = 1;
+    static constexpr size_t kSa[2] = {kChunkOffsets, 0};
+};
+struct LayoutQ4K {  // Q4_K against Q8_K (the Q8_K chunk: da, sa, sa_lo, sa_hi)
+    static constexpr size_t kW = 640, kA = 768;
+    static constexpr int kHalves = 1;
+    static constexpr size_t kSa[2] = {kChunkOffsets, 0};
+};
+struct LayoutQ6K {  // Q6_K against Q8_K
+    static constexpr size_t kW = 768, kA = 768;
+    static constexpr int kHalves = 2;
+    static constexpr size_t kSa[2] = {640, 704};
+};
+
+// Chunks of a row of n elements: 16 blocks of 32 each.
+inline int64_t row_chunks(int64_t n) { return (n / 32 + kChunkBlocks - 1) / kChunkBlocks; }
+template <size_t ChunkBytes>
+size_t chunk_bytes(int64_t n) {
+    return static_cast<size_t>(row_chunks(n)) * ChunkBytes;
+}
 
 // Lane l of a chunk's vectors holds block kBlockOfLane[l] (the order reduce_block_sums leaves).
 alignas(64) constexpr int32_t kBlockOfLane[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
@@ -438,7 +311,7 @@ inline __m512i reduce_block_sums(const __m512i* P) {
 }
 
 // The canonical float step of one chunk (see above).
-inline __m512 q81_accumulate(__m512 acc, __m512i p, __m512 dw, __m512 da, __m512 cw, __m512 sa) {
+inline __m512 chunk_accumulate(__m512 acc, __m512i p, __m512 dw, __m512 da, __m512 cw, __m512 sa) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, da), acc);
     return _mm512_fmadd_ps(cw, sa, acc);
 }
@@ -463,7 +336,7 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
             __m512i P[8];
             for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q81_apair(a[t] + b0, i, nblk));
             const __m512i g = gather_dwords(a[t] + b0, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
-            acc[t] = q81_accumulate(acc[t], reduce_block_sums(P), dw, halves_lo(g), cw, halves_hi(g));
+            acc[t] = chunk_accumulate(acc[t], reduce_block_sums(P), dw, halves_lo(g), cw, halves_hi(g));
         }
     }
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
@@ -482,7 +355,7 @@ void q81_pack_act(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_1* a = static_cast<const BlockQ8_1*>(act_row);
     uint8_t* dst = static_cast<uint8_t*>(packed);
     const int64_t nb = n / 32;
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += kChunkBytes) {
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kW) {
         const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
         for (int k = 0; k < 8; k++) {
             _mm512_store_si512(dst + 64 * k, gather_dwords(a[b0].qs + 4 * k, static_cast<int>(sizeof(BlockQ8_1)), nblk));
@@ -501,7 +374,7 @@ void q81_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, vo
     const int64_t nb = n / 32;
     for (int r = 0; r < n_rows; r++) {
         const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
-        for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += kChunkBytes) {
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kW) {
             const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
             for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q81_wpair<F>(w + b0, i, nblk));
             transpose_chunk(temp, dst);
@@ -513,33 +386,38 @@ void q81_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, vo
     }
 }
 
-// R rows x T tokens of the gemm path from registers: per chunk 8 weight and 8 activation loads
-// per row / token, 8 R T vpdpbusd, then the canonical float step per pair.
-template <int R, int T>
-void q81_gemm_tile(int64_t nch, const uint8_t* wp, const uint8_t* ap, float* y, int64_t y_stride) {
-    const size_t rs = static_cast<size_t>(nch) * kChunkBytes;
+// R rows x T tokens of the gemm path from registers: per chunk and half, 8 / kHalves weight and
+// activation loads per row / token, as many vpdpbusd per pair, then the canonical float step
+// per pair (half 0 before half 1).
+template <class L, int R, int T>
+void gemm_tile(int64_t nch, const uint8_t* wp, const uint8_t* ap, float* y, int64_t y_stride) {
+    const size_t ws = static_cast<size_t>(nch) * L::kW, as = static_cast<size_t>(nch) * L::kA;
+    constexpr int K = 8 / L::kHalves;
     __m512 acc[R][T];
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t c = 0; c < nch; c++) {
-        const size_t co = static_cast<size_t>(c) * kChunkBytes;
-        __m512i p[R][T];
-        for (int r = 0; r < R; r++)
-            for (int t = 0; t < T; t++) p[r][t] = _mm512_setzero_si512();
-        for (int k = 0; k < 8; k++) {
-            __m512i wk[R];
-            for (int r = 0; r < R; r++) wk[r] = _mm512_load_si512(wp + r * rs + co + 64 * k);
-            for (int t = 0; t < T; t++) {
-                const __m512i ak = _mm512_load_si512(ap + t * rs + co + 64 * k);
-                for (int r = 0; r < R; r++) p[r][t] = _mm512_dpbusd_epi32(p[r][t], wk[r], ak);
+        const uint8_t* wc = wp + static_cast<size_t>(c) * L::kW;
+        const uint8_t* ac = ap + static_cast<size_t>(c) * L::kA;
+        for (int h = 0; h < L::kHalves; h++) {
+            __m512i p[R][T];
+            for (int r = 0; r < R; r++)
+                for (int t = 0; t < T; t++) p[r][t] = _mm512_setzero_si512();
+            for (int k = h * K; k < (h + 1) * K; k++) {
+                __m512i wk[R];
+                for (int r = 0; r < R; r++) wk[r] = _mm512_load_si512(wc + r * ws + 64 * k);
+                for (int t = 0; t < T; t++) {
+                    const __m512i ak = _mm512_load_si512(ac + t * as + 64 * k);
+                    for (int r = 0; r < R; r++) p[r][t] = _mm512_dpbusd_epi32(p[r][t], wk[r], ak);
+                }
             }
-        }
-        for (int r = 0; r < R; r++) {
-            const __m512 dw = _mm512_load_ps(wp + r * rs + co + kChunkScales);
-            const __m512 cw = _mm512_load_ps(wp + r * rs + co + kChunkOffsets);
-            for (int t = 0; t < T; t++) {
-                acc[r][t] = q81_accumulate(acc[r][t], p[r][t], dw, _mm512_load_ps(ap + t * rs + co + kChunkScales), cw,
-                                           _mm512_load_ps(ap + t * rs + co + kChunkOffsets));
+            for (int r = 0; r < R; r++) {
+                const __m512 dw = _mm512_load_ps(wc + r * ws + kChunkScales + 128 * h);
+                const __m512 cw = _mm512_load_ps(wc + r * ws + kChunkOffsets + 128 * h);
+                for (int t = 0; t < T; t++) {
+                    acc[r][t] = chunk_accumulate(acc[r][t], p[r][t], dw, _mm512_load_ps(ac + t * as + kChunkScales), cw,
+                                                 _mm512_load_ps(ac + t * as + L::kSa[h]));
+                }
             }
         }
     }
@@ -550,46 +428,264 @@ void q81_gemm_tile(int64_t nch, const uint8_t* wp, const uint8_t* ap, float* y, 
 constexpr int kGemmRows = 4;
 constexpr int kGemmTokens = 3;
 
-template <int R>
-void q81_gemm_rows(int64_t nch, const uint8_t* wp, const uint8_t* ap, int64_t n_tokens, float* y, int64_t y_stride) {
-    const size_t rs = static_cast<size_t>(nch) * kChunkBytes;
+template <class L, int R>
+void gemm_rows(int64_t nch, const uint8_t* wp, const uint8_t* ap, int64_t n_tokens, float* y, int64_t y_stride) {
+    const size_t as = static_cast<size_t>(nch) * L::kA;
     int64_t t = 0;
     for (; t + kGemmTokens <= n_tokens; t += kGemmTokens) {
-        q81_gemm_tile<R, kGemmTokens>(nch, wp, ap + t * rs, y + t * y_stride, y_stride);
+        gemm_tile<L, R, kGemmTokens>(nch, wp, ap + t * as, y + t * y_stride, y_stride);
     }
-    if (n_tokens - t == 2) q81_gemm_tile<R, 2>(nch, wp, ap + t * rs, y + t * y_stride, y_stride);
-    if (n_tokens - t == 1) q81_gemm_tile<R, 1>(nch, wp, ap + t * rs, y + t * y_stride, y_stride);
+    if (n_tokens - t == 2) gemm_tile<L, R, 2>(nch, wp, ap + t * as, y + t * y_stride, y_stride);
+    if (n_tokens - t == 1) gemm_tile<L, R, 1>(nch, wp, ap + t * as, y + t * y_stride, y_stride);
 }
 
-void q81_gemm_run(int64_t n, const void* panel, int n_rows, const void* packed, int64_t n_tokens, float* y,
-                  int64_t y_stride) {
-    const int64_t nch = q81_chunks(n);
+template <class L>
+void gemm_run(int64_t n, const void* panel, int n_rows, const void* packed, int64_t n_tokens, float* y,
+              int64_t y_stride) {
+    const int64_t nch = row_chunks(n);
     const uint8_t* wp = static_cast<const uint8_t*>(panel);
     const uint8_t* ap = static_cast<const uint8_t*>(packed);
     switch (n_rows) {
-        case 1: q81_gemm_rows<1>(nch, wp, ap, n_tokens, y, y_stride); break;
-        case 2: q81_gemm_rows<2>(nch, wp, ap, n_tokens, y, y_stride); break;
-        case 3: q81_gemm_rows<3>(nch, wp, ap, n_tokens, y, y_stride); break;
-        default: q81_gemm_rows<4>(nch, wp, ap, n_tokens, y, y_stride); break;
+        case 1: gemm_rows<L, 1>(nch, wp, ap, n_tokens, y, y_stride); break;
+        case 2: gemm_rows<L, 2>(nch, wp, ap, n_tokens, y, y_stride); break;
+        case 3: gemm_rows<L, 3>(nch, wp, ap, n_tokens, y, y_stride); break;
+        default: gemm_rows<L, 4>(nch, wp, ap, n_tokens, y, y_stride); break;
     }
 }
 
-template <class F>
-constexpr QuantGemm q81_gemm() {
+template <class L>
+constexpr QuantGemm make_gemm(void (*pack_act)(int64_t, const void*, void*),
+                              void (*pack_rows)(int64_t, const void*, size_t, int, void*)) {
     QuantGemm g;
     g.min_tokens = 8;
     g.rows_per_panel = kGemmRows;
-    g.act_bytes = &q81_packed_bytes;
-    g.row_bytes = &q81_packed_bytes;
-    g.pack_act = &q81_pack_act;
-    g.pack_rows = &q81_pack_rows<F>;
-    g.run = &q81_gemm_run;
+    g.act_bytes = &chunk_bytes<L::kA>;
+    g.row_bytes = &chunk_bytes<L::kW>;
+    g.pack_act = pack_act;
+    g.pack_rows = pack_rows;
+    g.run = &gemm_run<L>;
     return g;
 }
-constexpr QuantGemm kGemmQ4_0 = q81_gemm<FmtQ4_0>();
-constexpr QuantGemm kGemmQ4_1 = q81_gemm<FmtQ4_1>();
-constexpr QuantGemm kGemmQ5_0 = q81_gemm<FmtQ5_0>();
-constexpr QuantGemm kGemmQ5_1 = q81_gemm<FmtQ5_1>();
+constexpr QuantGemm kGemmQ4_0 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ4_0>);
+constexpr QuantGemm kGemmQ4_1 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ4_1>);
+constexpr QuantGemm kGemmQ5_0 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ5_0>);
+constexpr QuantGemm kGemmQ5_1 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ5_1>);
+
+// ---- Q4_K / Q6_K against Q8_K: one arithmetic for decode and prefill ----
+//
+// The same chunks as above: 16 blocks of 32 elements, two super-blocks (blocks 0-7: super-block
+// 2c, 8-15: 2c+1, zeros past the row's end), one block per float lane (kBlockOfLane). Per
+// (row, token) and chunk, in this order:
+//   Q4_K:  acc = fma(float(p), dw * da, acc);  acc = fma(cw, sa, acc)
+//          p: the block's exact integer sum of u * q (u in 0..15), dw = d * scale, cw = -dmin *
+//          min (both exact: an fp16 times a 6-bit integer), da: the activation super-block's d,
+//          sa = float(bsum) * da with bsum the block's 32 activation quants summed.
+//   Q6_K:  the same step for each half h = 0, 1 of the block (16 elements, one int8 scale each):
+//          p_h over u in 0..63 (the stored values, +32), dw_h = d * scale_h, cw_h = -32 dw_h,
+//          sa_h = float(bsum_h) * da.
+// vec_dot forms p from the row as stored (one vpdpbusd per block pair and an exact reduction to
+// one lane per block or half); the gemm path from the panels above. Q4_K and Q6_K pack the
+// activations the same way, so a fused Q4_K / Q6_K matmul (a Q4_K_M attention block) shares them.
+
+// Lane l, half h: the index of half h of block kBlockOfLane[l] among two super-blocks' 32
+// per-16 values (bsums or Q6_K scales; super-block 1's from 16).
+alignas(64) constexpr int32_t kHalfOfLane[2][16] = {{0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 18, 22, 26, 30},
+                                                    {1, 5, 9, 13, 3, 7, 11, 15, 17, 21, 25, 29, 19, 23, 27, 31}};
+
+// Lanes 0-7: x0, lanes 8-15: x1.
+inline __m512 split_ps(float x0, float x1) { return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(x0), _mm512_set1_ps(x1)); }
+
+// Per-16 values of two super-blocks (v0, v1: 16 int32 lanes each, index 2 b + h for half h of
+// block b) -> lane order kBlockOfLane, half h.
+inline __m512i halves_of_lanes(__m512i v0, __m512i v1, int h) {
+    return _mm512_permutex2var_epi32(v0, _mm512_load_si512(kHalfOfLane[h]), v1);
+}
+
+// The activation side of a chunk of nsb (1 or 2) super-blocks: da, sa (whole blocks) and sa_lo /
+// sa_hi (halves), lane order kBlockOfLane, zeros past nsb.
+struct Q8KChunk {
+    __m512 da, sa, sa_lo, sa_hi;
+};
+inline Q8KChunk q8k_chunk(const BlockQ8_K* a, int64_t nsb) {
+    const __m512i b0 = _mm512_cvtepi16_epi32(loadu(a[0].bsums));
+    const __m512i b1 = nsb > 1 ? _mm512_cvtepi16_epi32(loadu(a[1].bsums)) : _mm512_setzero_si512();
+    const __m512i lo = halves_of_lanes(b0, b1, 0), hi = halves_of_lanes(b0, b1, 1);
+    Q8KChunk c;
+    c.da = split_ps(a[0].d, nsb > 1 ? a[1].d : 0.0f);
+    c.sa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), c.da);
+    c.sa_lo = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), c.da);
+    c.sa_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(hi), c.da);
+    return c;
+}
+// Activation block pair i of a chunk (blocks 2i, 2i + 1: 64 consecutive quants).
+inline __m512i q8k_apair(const BlockQ8_K* a, int i, int64_t nsb) {
+    return i / 4 < nsb ? loadu512(a[i / 4].qs + 64 * (i % 4)) : _mm512_setzero_si512();
+}
+
+// Q4_K: the 8 block pairs of a chunk as unsigned bytes (pair 4s + g: nibble group g of
+// super-block s, elements 64g .. 64g+63) and the dw / cw vectors.
+inline void q4k_wchunk(const BlockQ4_K* w, int64_t nsb, __m512i* q, __m512* dw, __m512* cw) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    for (int i = 0; i < 8; i++) {
+        q[i] = i / 4 < nsb ? _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i64x4(loadu(w[i / 4].qs + 32 * (i % 4))), nib_shift), m4)
+                           : _mm512_setzero_si512();
+    }
+    const __m128i sm0 = scales_mins_k4(w[0].scales);  // scales[8], mins[8]
+    const __m128i sm1 = nsb > 1 ? scales_mins_k4(w[1].scales) : _mm_setzero_si128();
+    const __m512i lanes = _mm512_load_si512(kBlockOfLane);
+    const __m512i sc = _mm512_permutexvar_epi32(lanes, _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(sm0, sm1)));
+    const __m512i mn = _mm512_permutexvar_epi32(lanes, _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(sm0, sm1)));
+    *dw = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), split_ps(h2f(w[0].d), nsb > 1 ? h2f(w[1].d) : 0.0f));
+    *cw = _mm512_mul_ps(_mm512_cvtepi32_ps(mn), split_ps(-h2f(w[0].dmin), nsb > 1 ? -h2f(w[1].dmin) : 0.0f));
+}
+
+// Q6_K: the 8 block pairs of a chunk as unsigned bytes 0..63 (pair 4s + 2h: elements
+// 128h + [0, 64) of super-block s, pair 4s + 2h + 1: 128h + [64, 128)) and dw / cw per half.
+inline void q6k_wchunk(const BlockQ6_K* w, int64_t nsb, __m512i* q, __m512* dw, __m512* cw) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);  // qh bits 0-1 / 2-3 -> 4-5
+    const __m512i shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);  // qh bits 4-5 / 6-7 -> 4-5
+    for (int s = 0; s < 2; s++) {
+        for (int h = 0; h < 2; h++) {
+            if (s >= nsb) {
+                q[4 * s + 2 * h] = q[4 * s + 2 * h + 1] = _mm512_setzero_si512();
+                continue;
+            }
+            const __m512i ql = loadu512(w[s].ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(loadu(w[s].qh + 32 * h));
+            q[4 * s + 2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi64(qh, shl), m30));
+            q[4 * s + 2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                                   _mm512_and_si512(_mm512_srlv_epi64(qh, shr), m30));
+        }
+    }
+    const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[0].scales)));
+    const __m512i s1 = nsb > 1 ? _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[1].scales)))
+                               : _mm512_setzero_si512();
+    const __m512 d = split_ps(h2f(w[0].d), nsb > 1 ? h2f(w[1].d) : 0.0f);
+    for (int h = 0; h < 2; h++) {
+        dw[h] = _mm512_mul_ps(_mm512_cvtepi32_ps(halves_of_lanes(s0, s1, h)), d);
+        cw[h] = _mm512_mul_ps(dw[h], _mm512_set1_ps(-32.0f));
+    }
+}
+
+// P[i]: vpdpbusd sums of block pair i (128-bit lane q: elements 16q .. 16q+15 of the pair, i.e.
+// half q % 2 of block 2i + q / 2; |lane| <= 4 * 63 * 127 < 2^15) -> one lane per block half, in
+// kBlockOfLane order: lo (elements 0-15) and hi (16-31). One round of vpackssdw + vpmaddwd (no
+// saturation below 2^15), one of adjacent-lane int32 adds, one across 128-bit lanes. Exact.
+inline __m512i add_adjacent_epi32(__m512i a, __m512i b) {  // per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3]
+    const __m512 fa = _mm512_castsi512_ps(a), fb = _mm512_castsi512_ps(b);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0))),
+                            _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+inline void reduce_half_sums(const __m512i* P, __m512i* lo, __m512i* hi) {
+    const __m512i s0 = add_adjacent_epi32(pack_add_pairs(P[0], P[1]), pack_add_pairs(P[2], P[3]));
+    const __m512i s1 = add_adjacent_epi32(pack_add_pairs(P[4], P[5]), pack_add_pairs(P[6], P[7]));
+    // 128-bit lane q of s0, dword e: pair e's lane q (s1: pair 4 + e)
+    *lo = _mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(2, 0, 2, 0));
+    *hi = _mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+template <int NA>
+void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
+    const BlockQ4_K* w = static_cast<const BlockQ4_K*>(wv);
+    const BlockQ8_K* a[NA];
+    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
+    __m512 acc[NA];
+    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
+    const int64_t nsb = n / QK_K;
+    for (int64_t s0 = 0; s0 < nsb; s0 += 2) {
+        const int64_t m = nsb - s0 < 2 ? 1 : 2;
+        prefetch_ahead<2 * sizeof(BlockQ4_K)>(w + s0);
+        __m512i q[8];
+        __m512 dw, cw;
+        q4k_wchunk(w + s0, m, q, &dw, &cw);
+        for (int t = 0; t < NA; t++) {
+            __m512i P[8];
+            for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q8k_apair(a[t] + s0, i, m));
+            const Q8KChunk ac = q8k_chunk(a[t] + s0, m);
+            acc[t] = chunk_accumulate(acc[t], reduce_block_sums(P), dw, ac.da, cw, ac.sa);
+        }
+    }
+    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+template <int NA>
+void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
+    const BlockQ6_K* w = static_cast<const BlockQ6_K*>(wv);
+    const BlockQ8_K* a[NA];
+    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
+    __m512 acc[NA];
+    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
+    const int64_t nsb = n / QK_K;
+    for (int64_t s0 = 0; s0 < nsb; s0 += 2) {
+        const int64_t m = nsb - s0 < 2 ? 1 : 2;
+        prefetch_ahead<2 * sizeof(BlockQ6_K)>(w + s0);
+        __m512i q[8];
+        __m512 dw[2], cw[2];
+        q6k_wchunk(w + s0, m, q, dw, cw);
+        for (int t = 0; t < NA; t++) {
+            __m512i P[8];
+            for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q8k_apair(a[t] + s0, i, m));
+            __m512i lo, hi;
+            reduce_half_sums(P, &lo, &hi);
+            const Q8KChunk ac = q8k_chunk(a[t] + s0, m);
+            acc[t] = chunk_accumulate(acc[t], lo, dw[0], ac.da, cw[0], ac.sa_lo);
+            acc[t] = chunk_accumulate(acc[t], hi, dw[1], ac.da, cw[1], ac.sa_hi);
+        }
+    }
+    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// One Q8_K activation row -> packed chunks (LayoutQ4K / LayoutQ6K's kA).
+void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
+    const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
+    uint8_t* dst = static_cast<uint8_t*>(packed);
+    alignas(64) uint8_t temp[2 * QK_K];
+    const int64_t nsb = n / QK_K;
+    for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += LayoutQ6K::kA) {
+        const int64_t m = nsb - s0 < 2 ? 1 : 2;
+        for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q8k_apair(a + s0, i, m));
+        transpose_chunk(temp, dst);
+        const Q8KChunk c = q8k_chunk(a + s0, m);
+        _mm512_store_ps(dst + kChunkScales, c.da);
+        _mm512_store_ps(dst + kChunkOffsets, c.sa);
+        _mm512_store_ps(dst + LayoutQ6K::kSa[0], c.sa_lo);
+        _mm512_store_ps(dst + LayoutQ6K::kSa[1], c.sa_hi);
+    }
+}
+
+template <class Block>
+void k_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void* panel) {
+    constexpr bool kQ6 = std::is_same_v<Block, BlockQ6_K>;
+    constexpr size_t kW = kQ6 ? LayoutQ6K::kW : LayoutQ4K::kW;
+    uint8_t* dst = static_cast<uint8_t*>(panel);
+    alignas(64) uint8_t temp[2 * QK_K];
+    const int64_t nsb = n / QK_K;
+    for (int r = 0; r < n_rows; r++) {
+        const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
+        for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += kW) {
+            const int64_t m = nsb - s0 < 2 ? 1 : 2;
+            __m512i q[8];
+            __m512 dw[2], cw[2];
+            if constexpr (kQ6) {
+                q6k_wchunk(w + s0, m, q, dw, cw);
+            } else {
+                q4k_wchunk(w + s0, m, q, dw, cw);
+            }
+            for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q[i]);
+            transpose_chunk(temp, dst);
+            for (int h = 0; h < (kQ6 ? 2 : 1); h++) {
+                _mm512_store_ps(dst + kChunkScales + 128 * h, dw[h]);
+                _mm512_store_ps(dst + kChunkOffsets + 128 * h, cw[h]);
+            }
+        }
+    }
+}
+
+constexpr QuantGemm kGemmQ4_K = make_gemm<LayoutQ4K>(&q8k_pack_act, &k_pack_rows<BlockQ4_K>);
+constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(&q8k_pack_act, &k_pack_rows<BlockQ6_K>);
 
 #define JLLM_K1(NAME, FN)                                                               \
     struct NAME {                                                                       \
@@ -654,6 +750,8 @@ const QuantGemm* gemm_avx512(GgmlType w_type) {
         case GgmlType::Q4_1: return &kGemmQ4_1;
         case GgmlType::Q5_0: return &kGemmQ5_0;
         case GgmlType::Q5_1: return &kGemmQ5_1;
+        case GgmlType::Q4_K: return &kGemmQ4_K;
+        case GgmlType::Q6_K: return &kGemmQ6_K;
         default: return nullptr;
     }
 }

@@ -75,6 +75,17 @@ TEST(CpuAttention, PrefillAndDecodeAreBitIdenticalThroughTheGemmPath) {
     expect_prefill_equals_decode(m);
 }
 
+// Q4_K_M (Q4_K with Q6_K for the value and down projections of some layers and the tied
+// output): the K-quant gemm path, including a fused Q4_K / Q6_K projection, against decode.
+TEST(CpuAttention, PrefillAndDecodeAreBitIdenticalThroughTheKQuantGemmPath) {
+    const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q4_k_m.gguf", 7, QuantRecipe::Q4_K_M);
+    ASSERT_EQ(m.w.layers[0].wq.type, GgmlType::Q4_K);
+    bool has_q6_k = false;
+    for (const LayerWeights& l : m.w.layers) has_q6_k = has_q6_k || l.wv.type == GgmlType::Q6_K || l.w_down.type == GgmlType::Q6_K;
+    ASSERT_TRUE(has_q6_k);
+    expect_prefill_equals_decode(m);
+}
+
 TEST(CpuAttention, LastLayerRowsOnlyForRequestedLogits) {
     const TinyQwen3 m = tiny_qwen3("attn_tiny_qwen3_q8_0_last.gguf", 11);
     const ModelConfig& c = m.c;
