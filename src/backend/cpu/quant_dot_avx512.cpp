@@ -342,13 +342,45 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// dword k of every block of the chunk, lane l = block kBlockOfLane[l]: temp holds the chunk's
-// 16 unpacked blocks, 32 B each.
-inline void transpose_chunk(const uint8_t* temp, uint8_t* dst) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_load_si512(kBlockOfLane), _mm512_set1_epi32(32));
-    for (int k = 0; k < 8; k++) {
-        _mm512_store_si512(dst + 64 * k, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(4 * k)), temp, 1));
+// The chunk transpose: x[i] holds block pair i (block 2i in dwords 0-7, 2i + 1 in 8-15); after
+// it x[k] holds dword k of every block, lane l = block kBlockOfLane[l]. As bits, the dword at
+// register (g, i1, i0), lane (h, k2, k1, k0) goes to register (k2, k1, k0), lane (g, h, i1, i0):
+// three rounds, round b swapping register-index bit b with lane-index bit b by one two-register
+// vpermt2d per output (the last round also swaps lane bits 2 and 3). 24 permutes, no gathers
+// (8 vpgatherdd per chunk cost the short batches of a verify forward their packing).
+struct TransposeIdx {
+    int32_t a[3][16], b[3][16];  // round b's indices for the register with bit b clear / set
+};
+constexpr TransposeIdx make_transpose_idx() {
+    TransposeIdx t{};
+    for (int r = 0; r < 3; r++) {
+        const int bit = 1 << r;
+        for (int lane = 0; lane < 16; lane++) {
+            // the last round's lane order with bits 2 and 3 swapped
+            const int l = r < 2 ? lane : (lane & 3) | ((lane & 4) << 1) | ((lane & 8) >> 1);
+            t.a[r][lane] = (l & bit) != 0 ? 16 + (l ^ bit) : l;
+            t.b[r][lane] = (l & bit) != 0 ? 16 + l : (l ^ bit);
+        }
     }
+    return t;
+}
+alignas(64) constexpr TransposeIdx kTransposeIdx = make_transpose_idx();
+
+inline void transpose_chunk(__m512i* x) {
+    for (int r = 0; r < 3; r++) {
+        const int bit = 1 << r;
+        const __m512i ia = _mm512_loadu_si512(kTransposeIdx.a[r]), ib = _mm512_loadu_si512(kTransposeIdx.b[r]);
+        for (int i = 0; i < 8; i++) {
+            if ((i & bit) != 0) continue;
+            const __m512i xa = x[i], xb = x[i | bit];
+            x[i] = _mm512_permutex2var_epi32(xa, ia, xb);
+            x[i | bit] = _mm512_permutex2var_epi32(xa, ib, xb);
+        }
+    }
+}
+inline void store_chunk_quants(__m512i* x, uint8_t* dst) {
+    transpose_chunk(x);
+    for (int k = 0; k < 8; k++) _mm512_store_si512(dst + 64 * k, x[k]);
 }
 
 void q81_pack_act(int64_t n, const void* act_row, void* packed) {
@@ -370,14 +402,14 @@ template <class F>
 void q81_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void* panel) {
     using Block = typename F::Block;
     uint8_t* dst = static_cast<uint8_t*>(panel);
-    alignas(64) uint8_t temp[kChunkBlocks * 32];
     const int64_t nb = n / 32;
     for (int r = 0; r < n_rows; r++) {
         const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
         for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kW) {
             const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
-            for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q81_wpair<F>(w + b0, i, nblk));
-            transpose_chunk(temp, dst);
+            __m512i q[8];
+            for (int i = 0; i < 8; i++) q[i] = q81_wpair<F>(w + b0, i, nblk);
+            store_chunk_quants(q, dst);
             __m512 dw, cw;
             q81_wscales<F>(w + b0, nblk, &dw, &cw);
             _mm512_store_ps(dst + kChunkScales, dw);
@@ -453,11 +485,17 @@ void gemm_run(int64_t n, const void* panel, int n_rows, const void* packed, int6
     }
 }
 
+// min_tokens: where the gemm path beats vec_dot (4 tokens per call, so 5-7 tokens cost it a
+// second pass). Speculative decoding's verification forwards, `jllm-bench --verify -t 2` on the
+// Intel Xeon build machine (2026-12-03), x one-token step, vec_dot only / gemm from 2 tokens:
+// SmolLM2 Q4_1 3 tokens 1.71 / 1.62, 4: 2.05 / 1.83, 5: 2.72 / 2.07; Qwen2.5-1.5B (Q4_K / Q6_K)
+// 2: 1.21 / 1.49, 3: 1.51 / 1.68, 4: 1.80 / 1.78, 5: 2.50 / 1.88, 8: 3.32 / 2.39. So the
+// 32-element formats take it from 4 tokens, the K-quants from 5.
 template <class L>
-constexpr QuantGemm make_gemm(void (*pack_act)(int64_t, const void*, void*),
+constexpr QuantGemm make_gemm(int64_t min_tokens, void (*pack_act)(int64_t, const void*, void*),
                               void (*pack_rows)(int64_t, const void*, size_t, int, void*)) {
     QuantGemm g;
-    g.min_tokens = 8;
+    g.min_tokens = min_tokens;
     g.rows_per_panel = kGemmRows;
     g.act_bytes = &chunk_bytes<L::kA>;
     g.row_bytes = &chunk_bytes<L::kW>;
@@ -466,10 +504,10 @@ constexpr QuantGemm make_gemm(void (*pack_act)(int64_t, const void*, void*),
     g.run = &gemm_run<L>;
     return g;
 }
-constexpr QuantGemm kGemmQ4_0 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ4_0>);
-constexpr QuantGemm kGemmQ4_1 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ4_1>);
-constexpr QuantGemm kGemmQ5_0 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ5_0>);
-constexpr QuantGemm kGemmQ5_1 = make_gemm<LayoutQ81>(&q81_pack_act, &q81_pack_rows<FmtQ5_1>);
+constexpr QuantGemm kGemmQ4_0 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ4_0>);
+constexpr QuantGemm kGemmQ4_1 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ4_1>);
+constexpr QuantGemm kGemmQ5_0 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ5_0>);
+constexpr QuantGemm kGemmQ5_1 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ5_1>);
 
 // ---- Q4_K / Q6_K against Q8_K: one arithmetic for decode and prefill ----
 //
@@ -642,12 +680,12 @@ void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* o
 void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
     uint8_t* dst = static_cast<uint8_t*>(packed);
-    alignas(64) uint8_t temp[2 * QK_K];
     const int64_t nsb = n / QK_K;
     for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += LayoutQ6K::kA) {
         const int64_t m = nsb - s0 < 2 ? 1 : 2;
-        for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q8k_apair(a + s0, i, m));
-        transpose_chunk(temp, dst);
+        __m512i q[8];
+        for (int i = 0; i < 8; i++) q[i] = q8k_apair(a + s0, i, m);
+        store_chunk_quants(q, dst);
         const Q8KChunk c = q8k_chunk(a + s0, m);
         _mm512_store_ps(dst + kChunkScales, c.da);
         _mm512_store_ps(dst + kChunkOffsets, c.sa);
@@ -661,7 +699,6 @@ void k_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void
     constexpr bool kQ6 = std::is_same_v<Block, BlockQ6_K>;
     constexpr size_t kW = kQ6 ? LayoutQ6K::kW : LayoutQ4K::kW;
     uint8_t* dst = static_cast<uint8_t*>(panel);
-    alignas(64) uint8_t temp[2 * QK_K];
     const int64_t nsb = n / QK_K;
     for (int r = 0; r < n_rows; r++) {
         const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
@@ -674,8 +711,7 @@ void k_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void
             } else {
                 q4k_wchunk(w + s0, m, q, dw, cw);
             }
-            for (int i = 0; i < 8; i++) _mm512_store_si512(temp + 64 * i, q[i]);
-            transpose_chunk(temp, dst);
+            store_chunk_quants(q, dst);
             for (int h = 0; h < (kQ6 ? 2 : 1); h++) {
                 _mm512_store_ps(dst + kChunkScales + 128 * h, dw[h]);
                 _mm512_store_ps(dst + kChunkOffsets + 128 * h, cw[h]);
@@ -684,8 +720,8 @@ void k_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void
     }
 }
 
-constexpr QuantGemm kGemmQ4_K = make_gemm<LayoutQ4K>(&q8k_pack_act, &k_pack_rows<BlockQ4_K>);
-constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(&q8k_pack_act, &k_pack_rows<BlockQ6_K>);
+constexpr QuantGemm kGemmQ4_K = make_gemm<LayoutQ4K>(5, &q8k_pack_act, &k_pack_rows<BlockQ4_K>);
+constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(5, &q8k_pack_act, &k_pack_rows<BlockQ6_K>);
 
 #define JLLM_K1(NAME, FN)                                                               \
     struct NAME {                                                                       \

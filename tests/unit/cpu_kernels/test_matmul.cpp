@@ -65,8 +65,10 @@ TEST_P(Matmul, MatchesReference) {
         const QuantDotKernel* k = quant_dot_kernel(type, level);
         for (int threads : {1, 2, 3}) {
             ThreadPool pool(threads);
-            // 1 and 3: vec_dot; 8, 17 and 40: the gemm path where the level has one
-            for (int64_t n_tokens : {1, 3, 8, 17, 40}) {
+            // 1 and 3: vec_dot; 4 and 5 on either side of the gemm path's thresholds (4 tokens
+            // for the 32-element formats, 5 for the K-quants); 8, 17 and 40 the gemm path where
+            // the level has one
+            for (int64_t n_tokens : {1, 3, 4, 5, 8, 17, 40}) {
                 std::vector<float> x;
                 for (int64_t t = 0; t < n_tokens; t++) {
                     std::vector<float> xt = random_activations(n_in, rng);
