@@ -72,6 +72,12 @@ inline void prefetch_ahead(const void* p) {
     for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
 
+// The NA activation rows of a dot product call, as bytes av + t * as.
+template <int NA, class A>
+inline void token_rows(const void* av, size_t as, const A** a) {
+    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const A*>(static_cast<const char*>(av) + t * as);
+}
+
 // Two 256-bit halves -> one zmm.
 inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
@@ -84,7 +90,7 @@ template <int NA>
 void dot_q5_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     const BlockQ5_K* w = static_cast<const BlockQ5_K*>(wv);
     const BlockQ8_K* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
+    token_rows<NA>(av, as, a);
     __m512 acc[NA];
     __m256 accm[NA];
     for (int t = 0; t < NA; t++) {
@@ -134,7 +140,7 @@ template <int NA>
 void dot_q8_0_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     const BlockQ8_0* w = static_cast<const BlockQ8_0*>(wv);
     const BlockQ8_0* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const char*>(av) + t * as);
+    token_rows<NA>(av, as, a);
     __m512 acc[NA];
     for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
     const int64_t nb = n / QK8_0;
@@ -321,7 +327,7 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
     using Block = typename F::Block;
     const Block* w = static_cast<const Block*>(wv);
     const BlockQ8_1* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_1*>(static_cast<const char*>(av) + t * as);
+    token_rows<NA>(av, as, a);
     __m512 acc[NA];
     for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
     const int64_t nb = n / 32;
@@ -625,52 +631,38 @@ inline void reduce_half_sums(const __m512i* P, __m512i* lo, __m512i* hi) {
     *hi = _mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
-template <int NA>
-void dot_q4_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
-    const BlockQ4_K* w = static_cast<const BlockQ4_K*>(wv);
+// Q4_K / Q6_K (Block) against Q8_K: the chunk arithmetic above, from the rows as stored.
+template <class Block, int NA>
+void dot_k_q8_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
+    constexpr bool kQ6 = std::is_same_v<Block, BlockQ6_K>;
+    const Block* w = static_cast<const Block*>(wv);
     const BlockQ8_K* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
+    token_rows<NA>(av, as, a);
     __m512 acc[NA];
     for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
     const int64_t nsb = n / QK_K;
     for (int64_t s0 = 0; s0 < nsb; s0 += 2) {
         const int64_t m = nsb - s0 < 2 ? 1 : 2;
-        prefetch_ahead<2 * sizeof(BlockQ4_K)>(w + s0);
-        __m512i q[8];
-        __m512 dw, cw;
-        q4k_wchunk(w + s0, m, q, &dw, &cw);
-        for (int t = 0; t < NA; t++) {
-            __m512i P[8];
-            for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q8k_apair(a[t] + s0, i, m));
-            const Q8KChunk ac = q8k_chunk(a[t] + s0, m);
-            acc[t] = chunk_accumulate(acc[t], reduce_block_sums(P), dw, ac.da, cw, ac.sa);
-        }
-    }
-    for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
-}
-
-template <int NA>
-void dot_q6_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
-    const BlockQ6_K* w = static_cast<const BlockQ6_K*>(wv);
-    const BlockQ8_K* a[NA];
-    for (int t = 0; t < NA; t++) a[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const char*>(av) + t * as);
-    __m512 acc[NA];
-    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
-    const int64_t nsb = n / QK_K;
-    for (int64_t s0 = 0; s0 < nsb; s0 += 2) {
-        const int64_t m = nsb - s0 < 2 ? 1 : 2;
-        prefetch_ahead<2 * sizeof(BlockQ6_K)>(w + s0);
+        prefetch_ahead<2 * sizeof(Block)>(w + s0);
         __m512i q[8];
         __m512 dw[2], cw[2];
-        q6k_wchunk(w + s0, m, q, dw, cw);
+        if constexpr (kQ6) {
+            q6k_wchunk(w + s0, m, q, dw, cw);
+        } else {
+            q4k_wchunk(w + s0, m, q, dw, cw);
+        }
         for (int t = 0; t < NA; t++) {
             __m512i P[8];
             for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q8k_apair(a[t] + s0, i, m));
-            __m512i lo, hi;
-            reduce_half_sums(P, &lo, &hi);
             const Q8KChunk ac = q8k_chunk(a[t] + s0, m);
-            acc[t] = chunk_accumulate(acc[t], lo, dw[0], ac.da, cw[0], ac.sa_lo);
-            acc[t] = chunk_accumulate(acc[t], hi, dw[1], ac.da, cw[1], ac.sa_hi);
+            if constexpr (kQ6) {
+                __m512i lo, hi;
+                reduce_half_sums(P, &lo, &hi);
+                acc[t] = chunk_accumulate(acc[t], lo, dw[0], ac.da, cw[0], ac.sa_lo);
+                acc[t] = chunk_accumulate(acc[t], hi, dw[1], ac.da, cw[1], ac.sa_hi);
+            } else {
+                acc[t] = chunk_accumulate(acc[t], reduce_block_sums(P), dw[0], ac.da, cw[0], ac.sa);
+            }
         }
     }
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
@@ -737,10 +729,10 @@ constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(5, &q8k_pack_act, &k_pack_r
             FN<ARG, NA>(n, w, a, as, o);                                                \
         }                                                                               \
     };
-JLLM_K1(KQ4_K_512, dot_q4_k_512)
 JLLM_K1(KQ5_K_512, dot_q5_k_512)
-JLLM_K1(KQ6_K_512, dot_q6_k_512)
 JLLM_K1(KQ8_0_512, dot_q8_0_512)
+JLLM_K2(KQ4_K_512, dot_k_q8_k_512, BlockQ4_K)
+JLLM_K2(KQ6_K_512, dot_k_q8_k_512, BlockQ6_K)
 JLLM_K2(KQ4_0_512, dot_q_x_q8_1_512, FmtQ4_0)
 JLLM_K2(KQ4_1_512, dot_q_x_q8_1_512, FmtQ4_1)
 JLLM_K2(KQ5_0_512, dot_q_x_q8_1_512, FmtQ5_0)
