@@ -241,6 +241,11 @@ template <GgmlType T, int N_TOK, bool SWIGLU, bool SHARED>
 constexpr TiledBatch tiled_batch() {
     if (N_TOK == 1 && !SWIGLU) return {1, true};
     if (SWIGLU) return {T == GgmlType::Q4_K ? 2 : 1, false};
+    // Two tokens: batches of 2 (U = 4 held 96 registers a thread in Q4_K, 31% occupancy and 49% of
+    // DRAM bandwidth on 65536 x 8192 in ncu; U = 2: 127.1 -> 98.4 us there, qwen3-4b's Q4_K
+    // products -19% to -30%). Three and four tokens keep U = 4 where it was (U = 2 lost up to 23%
+    // there at four). docs/gpu_speed_notes.md, session 31.
+    if (N_TOK == 2) return {2, false};
     return {T == GgmlType::Q4_K || SHARED ? 4 : 2, false};
 }
 
