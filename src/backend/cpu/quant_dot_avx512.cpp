@@ -216,15 +216,16 @@ struct LayoutQ81 {  // Q4_0 / Q4_1 / Q5_0 / Q5_1 against Q8_1
     static constexpr int kHalves = 1;
     static constexpr size_t kSa[2] = {kChunkOffsets, 0};
 };
-struct LayoutQ4K {  // Q4_K against Q8_K (the Q8_K chunk: da, sa, sa_lo, sa_hi)
-    static constexpr size_t kW = 640, kA = 768;
+constexpr size_t kQ8KChunk = 768;  // the Q8_K activation chunk: quants, da, sa, sa_lo, sa_hi
+struct LayoutQ4K {  // Q4_K against Q8_K
+    static constexpr size_t kW = 640, kA = kQ8KChunk;
     static constexpr int kHalves = 1;
     static constexpr size_t kSa[2] = {kChunkOffsets, 0};
 };
 struct LayoutQ6K {  // Q6_K against Q8_K
-    static constexpr size_t kW = 768, kA = 768;
+    static constexpr size_t kW = 768, kA = kQ8KChunk;
     static constexpr int kHalves = 2;
-    static constexpr size_t kSa[2] = {640, 704};
+    static constexpr size_t kSa[2] = {kChunkOffsets + 64, kChunkOffsets + 128};  // after sa
 };
 
 // Chunks of a row of n elements: 16 blocks of 32 each.
@@ -533,8 +534,19 @@ constexpr QuantGemm kGemmQ5_1 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack
 
 // Lane l, half h: the index of half h of block kBlockOfLane[l] among two super-blocks' 32
 // per-16 values (bsums or Q6_K scales; super-block 1's from 16).
-alignas(64) constexpr int32_t kHalfOfLane[2][16] = {{0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 18, 22, 26, 30},
-                                                    {1, 5, 9, 13, 3, 7, 11, 15, 17, 21, 25, 29, 19, 23, 27, 31}};
+struct HalfOfLane {
+    int32_t idx[2][16];
+};
+constexpr HalfOfLane make_half_of_lane() {
+    HalfOfLane t{};
+    for (int h = 0; h < 2; h++) {
+        for (int l = 0; l < 16; l++) t.idx[h][l] = 16 * (kBlockOfLane[l] / 8) + 2 * (kBlockOfLane[l] % 8) + h;
+    }
+    return t;
+}
+alignas(64) constexpr HalfOfLane kHalfOfLane = make_half_of_lane();
+static_assert(kHalfOfLane.idx[0][4] == 2 && kHalfOfLane.idx[1][8] == 17 && kHalfOfLane.idx[1][15] == 31,
+              "lane l, half h: 16 (block / 8) + 2 (block % 8) + h");
 
 // Lanes 0-7: x0, lanes 8-15: x1.
 inline __m512 split_ps(float x0, float x1) { return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(x0), _mm512_set1_ps(x1)); }
@@ -542,7 +554,7 @@ inline __m512 split_ps(float x0, float x1) { return _mm512_mask_blend_ps(0xFF00,
 // Per-16 values of two super-blocks (v0, v1: 16 int32 lanes each, index 2 b + h for half h of
 // block b) -> lane order kBlockOfLane, half h.
 inline __m512i halves_of_lanes(__m512i v0, __m512i v1, int h) {
-    return _mm512_permutex2var_epi32(v0, _mm512_load_si512(kHalfOfLane[h]), v1);
+    return _mm512_permutex2var_epi32(v0, _mm512_load_si512(kHalfOfLane.idx[h]), v1);
 }
 
 // The activation side of a chunk of nsb (1 or 2) super-blocks: da, sa (whole blocks) and sa_lo /
@@ -673,7 +685,7 @@ void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
     uint8_t* dst = static_cast<uint8_t*>(packed);
     const int64_t nsb = n / QK_K;
-    for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += LayoutQ6K::kA) {
+    for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += kQ8KChunk) {
         const int64_t m = nsb - s0 < 2 ? 1 : 2;
         __m512i q[8];
         for (int i = 0; i < 8; i++) q[i] = q8k_apair(a + s0, i, m);
