@@ -213,12 +213,14 @@ struct GenerateStats {
     int oom_events = 0;
     int thermal_events = 0;
     // Speculative decoding: forward passes of the decode (one per verified batch or plain step),
-    // tokens proposed and accepted per drafter (prompt lookup, draft model), and the draft
-    // model's time (its prompt and its drafting steps; part of decode_ms).
+    // tokens proposed and accepted per drafter (prompt lookup, draft model), the draft model's
+    // time in the decode (its drafting steps and the tokens it catches up on; part of decode_ms)
+    // and its reading of the prompt in the prompt phase (part of ttft_ms).
     int decode_forwards = 0;
     int ngram_drafted = 0, ngram_accepted = 0;
     int model_drafted = 0, model_accepted = 0;
     double draft_ms = 0;
+    double draft_prefill_ms = 0;
     int drafted() const { return ngram_drafted + model_drafted; }
     int accepted() const { return ngram_accepted + model_accepted; }
 };

@@ -1,8 +1,9 @@
 // apps/bench/workload.cpp — jllm-bench --workload: speculative decoding on real conversations.
 // One engine per --spec mode (the draft model loaded where the mode uses it), every prompt of
 // the file generated greedily by each mode in turn (same run, alternating, the cache cleared
-// before each), decode rate and the drafters' counts summed per kind of prompt; each mode's
-// output compared token for token with `off`'s (greedy output must not change).
+// before each: the model's and the draft model's), decode rate, TTFT and the drafters' counts
+// summed per kind of prompt; each mode's output compared token for token with `off`'s (greedy
+// output must not change).
 #include "workload.h"
 
 #include <nlohmann/json.hpp>
@@ -24,13 +25,15 @@ struct Prompt {
 
 struct Sum {
     int tokens = 0, forwards = 0, prompts = 0, differ = 0;
-    double decode_ms = 0, draft_ms = 0;
+    double decode_ms = 0, draft_ms = 0, ttft_ms = 0, draft_prefill_ms = 0;
     int ngram_d = 0, ngram_a = 0, model_d = 0, model_a = 0;
     void add(const GenerateStats& s) {
         tokens += s.completion_tokens - 1;  // the rate counts the forwards after the first token
         forwards += s.decode_forwards;
         decode_ms += s.decode_ms;
         draft_ms += s.draft_ms;
+        ttft_ms += s.ttft_ms;
+        draft_prefill_ms += s.draft_prefill_ms;
         ngram_d += s.ngram_drafted;
         ngram_a += s.ngram_accepted;
         model_d += s.model_drafted;
@@ -130,18 +133,19 @@ int run_workload(const WorkloadOptions& o) {
                 o.file.c_str(), mi.name.c_str(), mi.backend.c_str(), mi.device.c_str(), o.config.n_threads,
                 o.draft.empty() ? "none" : o.draft.c_str(), o.repeat_penalty, o.tokens, o.reps);
     std::printf("| kind | prompts | --spec | decode t/s | x off | tokens per forward | prompt lookup accepted | "
-                "draft model accepted | draft model ms | output = off |\n");
-    std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+                "draft model accepted | draft model ms | mean TTFT ms (draft model's prompt) | output = off |\n");
+    std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
     int differ = 0;
     for (const auto& [kind, by_mode] : sums) {
         const double base = by_mode.at("off").tps();
         for (const std::string& m : modes) {
             const Sum& s = by_mode.at(m);
             differ += kind == "all" ? 0 : s.differ;
-            std::printf("| %s | %d | %s | %.2f | %.2fx | %.2f | %s | %s | %.0f | %s |\n", kind.c_str(),
+            std::printf("| %s | %d | %s | %.2f | %.2fx | %.2f | %s | %s | %.0f | %.0f (%.0f) | %s |\n", kind.c_str(),
                         s.prompts / static_cast<int>(o.reps), m.c_str(), s.tps(), base > 0 ? s.tps() / base : 0.0,
                         s.forwards > 0 ? static_cast<double>(s.tokens) / s.forwards : 0.0,
                         pct(s.ngram_a, s.ngram_d).c_str(), pct(s.model_a, s.model_d).c_str(), s.draft_ms,
+                        s.prompts > 0 ? s.ttft_ms / s.prompts : 0.0, s.prompts > 0 ? s.draft_prefill_ms / s.prompts : 0.0,
                         s.differ == 0 ? "yes" : "NO");
         }
     }

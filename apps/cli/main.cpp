@@ -99,6 +99,9 @@ void print_stats(const jllm::GenerateResult& r) {
                      s.decode_forwards > 0 ? static_cast<double>(s.completion_tokens - 1) / s.decode_forwards : 0.0,
                      s.draft_ms);
     }
+    if (s.draft_prefill_ms > 0) {
+        std::fprintf(stderr, "[engine] Draft model prompt: %.1f ms (in the TTFT)\n", s.draft_prefill_ms);
+    }
     std::fprintf(stderr, "[engine] TTFT: %.1f ms\n", s.ttft_ms);
 }
 

@@ -398,6 +398,7 @@ const std::vector<float>& Engine::last_logits() const { return impl_->logits; }
 
 void Engine::clear_cache() {
     impl_->resident.clear();
+    if (impl_->draft) impl_->draft->clear();
     impl_->resident_dirty = false;
 }
 
@@ -741,6 +742,13 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         st.prefill_ms = now_ms() - t_pf;
         const int n_prefilled = static_cast<int>(prompt.size()) - st.reused_tokens;
         st.prefill_tps = st.prefill_ms > 0 ? n_prefilled * 1000.0 / st.prefill_ms : 0;
+        // The draft model reads the prompt in the prompt phase too, as the target does: the
+        // decode's first draft then forwards only the sampled token (its time: draft_prefill_ms,
+        // part of ttft_ms, not of decode_ms).
+        if (m.draft && (m.cfg.spec == SpecMode::Auto || m.cfg.spec == SpecMode::Draft) &&
+            (req.max_tokens < 0 || req.max_tokens > 1)) {
+            st.draft_prefill_ms = m.draft->prefill(m.resident);
+        }
 
         Sampler sampler(static_cast<int32_t>(m.mc.n_vocab), req.sampling);
         // Tool calls: their grammar constrains the output, their parser takes them out of it.

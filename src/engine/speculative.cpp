@@ -113,6 +113,28 @@ size_t DraftModel::cold_tokens(const std::vector<int32_t>& seq) const {
     return seq.size() - common_token_prefix(resident_, seq);
 }
 
+void DraftModel::sync(const std::vector<int32_t>& seq, size_t n, bool want_logits) {
+    const size_t common = std::min(common_token_prefix(resident_, seq), want_logits ? n - 1 : n);
+    resident_.resize(common);
+    backend_->truncate_kv(static_cast<int>(common));
+    for (size_t pos = common; pos < n;) {
+        const size_t b = std::min(n - pos, static_cast<size_t>(n_batch_));
+        const bool last = want_logits && pos + b == n;
+        backend_->forward(seq.data() + pos, static_cast<int>(b), static_cast<int>(pos),
+                          last ? LogitsMode::Last : LogitsMode::None, last ? logits_.data() : nullptr);
+        resident_.insert(resident_.end(), seq.begin() + static_cast<long>(pos), seq.begin() + static_cast<long>(pos + b));
+        pos += b;
+    }
+}
+
+double DraftModel::prefill(const std::vector<int32_t>& prompt) {
+    // The next draft needs at least one slot after the prompt.
+    if (prompt.empty() || prompt.size() + 1 >= static_cast<size_t>(n_ctx_) || cold_tokens(prompt) == 0) return 0;
+    const double t0 = now_ms();
+    sync(prompt, prompt.size(), false);
+    return now_ms() - t0;
+}
+
 int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
                       double* step_ms) {
     out.clear();
@@ -120,20 +142,11 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     if (max <= 0 || seq.empty() || seq.size() >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
     const size_t n = seq.size();
-    const size_t common = std::min(common_token_prefix(resident_, seq), n - 1);
-    resident_.resize(common);
-    backend_->truncate_kv(static_cast<int>(common));
-    for (size_t pos = common; pos < n;) {
-        const size_t b = std::min(n - pos, static_cast<size_t>(n_batch_));
-        const bool last = pos + b == n;
-        backend_->forward(seq.data() + pos, static_cast<int>(b), static_cast<int>(pos),
-                          last ? LogitsMode::Last : LogitsMode::None, last ? logits_.data() : nullptr);
-        resident_.insert(resident_.end(), seq.begin() + static_cast<long>(pos), seq.begin() + static_cast<long>(pos + b));
-        pos += b;
-    }
+    const size_t cold = cold_tokens(seq);
+    sync(seq, n, true);
     const double t1 = now_ms();
     // A few tokens (those accepted since the last draft) are part of drafting; a prompt is not.
-    if (n - common > 4) *prefill_ms = t1 - t0;
+    if (cold > 4) *prefill_ms = t1 - t0;
     TokenSelection sel;  // k = 1: the argmax on the backend where it can
     int32_t t = argmax(logits_);
     for (int i = 0; i < max; ++i) {

@@ -56,6 +56,11 @@ public:
               double* step_ms);
     // Tokens of seq its cache does not hold (what the next draft prefills first).
     size_t cold_tokens(const std::vector<int32_t>& seq) const;
+    // Brings the cache up to the whole of `prompt` (the request's prompt phase, beside the
+    // target's prefill), so the decode's first draft forwards only the sampled token. Returns
+    // the milliseconds it took (0: the cache held the prompt).
+    double prefill(const std::vector<int32_t>& prompt);
+    void clear() { resident_.clear(); }  // the next draft or prefill starts from an empty cache
 
 private:
     std::unique_ptr<GgufFile> file_;
@@ -66,6 +71,9 @@ private:
     std::vector<int32_t> resident_;
     std::vector<float> logits_;
     int n_ctx_ = 0, n_batch_ = 0;
+    // Forwards seq[common, n) after truncating the cache to their common prefix (at most
+    // n - 1 where `want_logits`: the last token's logits into logits_).
+    void sync(const std::vector<int32_t>& seq, size_t n, bool want_logits);
 };
 
 // The draft length of each step: the k in 0..max that maximizes the expected tokens per unit of

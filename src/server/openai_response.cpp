@@ -69,7 +69,8 @@ Json jetson_json(const GenerateStats& st) {
                                  {"ngram", {{"drafted", st.ngram_drafted}, {"accepted", st.ngram_accepted}}},
                                  {"draft_model", {{"drafted", st.model_drafted}, {"accepted", st.model_accepted}}},
                                  {"decode_forwards", st.decode_forwards},
-                                 {"draft_ms", st.draft_ms}}}};
+                                 {"draft_ms", st.draft_ms},
+                                 {"draft_prefill_ms", st.draft_prefill_ms}}}};
 }
 
 Json bytes_of(const std::string& s) {

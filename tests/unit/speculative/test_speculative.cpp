@@ -276,6 +276,32 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
     EXPECT_GT(other_drafted, other_acc) << "the other model's drafts were meant to be rejected too";
 }
 
+// The draft model reads the prompt in the prompt phase (its time in TTFT, not in the decode),
+// keeps it for the next request of the same prefix, and forgets it with the model's cache.
+TEST(EngineSpeculative, DraftModelReadsThePromptInThePromptPhase) {
+    const std::string p = "light.kitchen is on, light.hall is off, light.porch is on. light.kitchen is";
+    auto off = load(SpecMode::Off, "");
+    auto ngram = load(SpecMode::Ngram, "");
+    auto self = load(SpecMode::Draft, tiny_model(), 4);
+    const GenRun a = greedy(*off, p, 16, 1.0f);
+    EXPECT_EQ(a.st.draft_prefill_ms, 0.0);
+    EXPECT_EQ(greedy(*ngram, p, 16, 1.0f).st.draft_prefill_ms, 0.0);
+    const GenRun cold = greedy(*self, p, 16, 1.0f);
+    EXPECT_EQ(cold.tokens, a.tokens);
+    EXPECT_GT(cold.st.draft_prefill_ms, 0.0) << "a cold draft cache reads the prompt before the first token";
+    EXPECT_GE(cold.st.ttft_ms, cold.st.prefill_ms + cold.st.draft_prefill_ms);
+    EXPECT_EQ(cold.st.model_accepted, cold.st.model_drafted) << "the model's own greedy drafts";
+    const GenRun warm = greedy(*self, p, 16, 1.0f);  // the same prompt: both caches hold it
+    EXPECT_EQ(warm.tokens, a.tokens);
+    EXPECT_EQ(warm.st.draft_prefill_ms, 0.0);
+    self->clear_cache();
+    const GenRun again = greedy(*self, p, 16, 1.0f);
+    EXPECT_EQ(again.tokens, a.tokens);
+    EXPECT_GT(again.st.draft_prefill_ms, 0.0) << "clear_cache() empties the draft model's cache too";
+    self->clear_cache();
+    EXPECT_EQ(greedy(*self, p, 1, 1.0f).st.draft_prefill_ms, 0.0) << "one token: nothing to draft";
+}
+
 // Sampled output: a drafted position is sampled with the same draw as without a draft, so a seed
 // gives the same tokens in every mode (and the drafts are accepted with their probability).
 TEST(EngineSpeculative, SampledOutputIdenticalForASeed) {
