@@ -145,8 +145,9 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     const size_t cold = cold_tokens(seq);
     sync(seq, n, true);
     const double t1 = now_ms();
-    // A few tokens (those accepted since the last draft) are part of drafting; a prompt is not.
-    if (cold > 4) *prefill_ms = t1 - t0;
+    // The tokens accepted since the last draft (at most one verified batch) are part of drafting:
+    // their catch-up is paid on every draft after a long acceptance. More is a prompt.
+    if (cold > static_cast<size_t>(SPEC_DRAFT_MAX) + 1) *prefill_ms = t1 - t0;
     TokenSelection sel;  // k = 1: the argmax on the backend where it can
     int32_t t = argmax(logits_);
     for (int i = 0; i < max; ++i) {
@@ -189,19 +190,36 @@ double SpecTuner::acceptance(DraftSource s) const {
 
 double SpecTuner::cost(int n) const {
     if (fwd_ms_[n] > 0) return fwd_ms_[n];
-    // Not measured: at least what was measured below it, and at least T(1) plus 10% a token (a
-    // bandwidth-bound forward's prior), so an unknown length is tried when it would pay at that.
-    double below = 0;
+    // Not measured: between the nearest measured lengths below and above it, on the line through
+    // them (a forward's cost grows about linearly with its tokens); with none above, as the
+    // largest measured below it. At least T(1) plus 10% a token (a bandwidth-bound forward's
+    // prior), so an unknown length is tried where it would pay at that, and then known.
+    int lo = 0, hi = 0;
     for (int m = 1; m < n; ++m) {
-        if (fwd_ms_[m] > 0) below = fwd_ms_[m];
+        if (fwd_ms_[m] > 0) lo = m;
     }
-    return std::max(below, fwd_ms_[1] * (1.0 + PRIOR_SLOPE * (n - 1)));
+    for (int m = n + 1; m <= SPEC_DRAFT_MAX + 1 && hi == 0; ++m) {
+        if (fwd_ms_[m] > 0) hi = m;
+    }
+    double est = lo > 0 ? fwd_ms_[lo] : 0;
+    if (lo > 0 && hi > 0) est += (fwd_ms_[hi] - fwd_ms_[lo]) * (n - lo) / (hi - lo);
+    return std::max(est, step_ms() * (1.0 + PRIOR_SLOPE * (n - 1)));
+}
+
+double SpecTuner::step_ms() const {
+    if (fwd_ms_[1] > 0) return fwd_ms_[1];
+    // Never a plain step (`--spec draft` verifies a draft every step): the shortest measured
+    // forward over the prior's growth to its length.
+    for (int n = 2; n <= SPEC_DRAFT_MAX + 1; ++n) {
+        if (fwd_ms_[n] > 0) return fwd_ms_[n] / (1.0 + PRIOR_SLOPE * (n - 1));
+    }
+    return 0;
 }
 
 int SpecTuner::length(DraftSource s, int max, bool must, bool may_probe) {
     max = std::min(max, SPEC_DRAFT_MAX);
     if (max <= 0) return 0;
-    const double t1 = cost(1);
+    const double t1 = step_ms();
     if (t1 <= 0) return must ? max : 0;  // auto: a plain step first, to measure what drafting must beat
     const int i = static_cast<int>(s);
     const double a = acceptance(s);

@@ -79,8 +79,11 @@ private:
 // The draft length of each step: the k in 0..max that maximizes the expected tokens per unit of
 // time, E(k) / cost(k), with E(k) = 1 + a + .. + a^k for the drafter's recent per-token
 // acceptance a and cost(k) = T(k + 1) + k * t_draft from the measured forward times T(n) (an
-// n not measured yet costs as the largest measured below it, and at least T(1) x (1 + 0.1 (n - 1)):
-// tried where that would pay, then known; before T(1) is
+// n not measured yet costs as the line through the nearest measured below and above it, or as
+// the largest below where none is above, and at least T(1) x (1 + 0.1 (n - 1)):
+// tried where that would pay, then known; t_draft includes the draft model's catch-up on the
+// tokens accepted since its last draft; T(1), where no plain step was measured (`draft` verifies
+// every step), estimated from the shortest measured forward; before any forward is
 // measured only a drafter that was asked for drafts; t_draft before it is measured: the prior,
 // a fraction of T(1)). Acceptance is
 // per request (decayed counts); the forward times are the engine's.
@@ -106,6 +109,7 @@ private:
     double acc_[2] = {1, 1}, rej_[2] = {1, 1};
     int idle_[2] = {0, 0};  // steps since the drafter last paid (auto: probed every PROBE steps)
     double cost(int n) const;
+    double step_ms() const;  // T(1): measured, or estimated from the shortest measured forward
 };
 
 }  // namespace jllm

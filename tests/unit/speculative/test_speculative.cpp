@@ -174,6 +174,42 @@ TEST(SpecTuner, DraftModelPaysOnlyWhenItsStepsAreCheap) {
     EXPECT_GE(t.length(DraftSource::Model, 8, false), 2);
 }
 
+// A compute-bound machine (each token adds a third of a step): with T(2) and T(9) measured, the
+// lengths between cost the line through them, not T(2) — so a 2/3 acceptance drafts one token
+// (as the largest measured below, T(4) = T(2) would have made four look best).
+TEST(SpecTuner, UnmeasuredLengthsBetweenMeasuredOnesCostTheLineThroughThem) {
+    SpecTuner t;
+    t.forward_done(1, 10.0);
+    t.forward_done(2, 13.0);
+    t.forward_done(9, 46.0);
+    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Ngram, 4, 2);  // a -> 2/3
+    EXPECT_NEAR(t.acceptance(DraftSource::Ngram), 2.0 / 3.0, 0.02);
+    EXPECT_EQ(t.length(DraftSource::Ngram, 8, true), 1);
+    // Measured cheap after all (a gemm path from 3 tokens, say): longer drafts again.
+    for (int i = 0; i < 20; ++i) t.forward_done(3, 13.5);
+    EXPECT_GE(t.length(DraftSource::Ngram, 8, true), 2);
+}
+
+// `--spec draft` never takes a plain step, so T(1) is never measured: the length still follows
+// the acceptance and the measured forwards (the real pair on an AVX2 host: a draft token 0.58 of
+// a step, T(9) = 4.6 steps, 62% accepted: one token a draft, not the maximum).
+TEST(SpecTuner, AskedDraftsAdaptWithoutAPlainStep) {
+    SpecTuner t;
+    EXPECT_EQ(t.length(DraftSource::Model, 8, true), 8);  // nothing measured yet
+    t.forward_done(9, 242.0);
+    t.draft_step_done(30.8);
+    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Model, 8, 5);  // a -> 5/6 per token, 62% drafted
+    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Model, 2, 0);
+    EXPECT_LT(t.acceptance(DraftSource::Model), 0.7);
+    EXPECT_EQ(t.length(DraftSource::Model, 8, true), 1);
+    t.forward_done(2, 61.5);
+    EXPECT_EQ(t.length(DraftSource::Model, 8, true), 1);
+    // Everything accepted and a cheap draft: long drafts again.
+    for (int i = 0; i < 80; ++i) t.verified(DraftSource::Model, 8, 8);
+    for (int i = 0; i < 40; ++i) t.draft_step_done(2.0);
+    EXPECT_GE(t.length(DraftSource::Model, 8, true), 6);
+}
+
 TEST(SpecTuner, UnmeasuredDraftCostsItsPrior) {
     SpecTuner t;
     t.forward_done(1, 10.0);
