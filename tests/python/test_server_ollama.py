@@ -61,15 +61,18 @@ def test_listings(srv, client, name):
 
 def test_chat_streamed_equals_whole(client, name):
     msgs = user("Write one sentence about the sea.", system=None)
-    opts = {**GREEDY, "num_predict": 24}
+    opts = {**GREEDY, "num_predict": 12}
     whole = client.chat(model=name, messages=msgs, options=opts, stream=False)
-    assert whole.done and whole.done_reason == "length" and whole.message.role == "assistant", whole
-    assert whole.eval_count == 24 and whole.prompt_eval_count > 5, whole
+    # Greedy text depends on the host's kernels (AVX2 or AVX-512 sums): the sentence may end first.
+    n = whole.eval_count
+    reason = "length" if n == 12 else "stop"
+    assert whole.done and whole.done_reason == reason and whole.message.role == "assistant", whole
+    assert 0 < n <= 12 and whole.prompt_eval_count > 5, whole
     assert whole.total_duration >= whole.eval_duration > 0 and whole.prompt_eval_duration >= 0, whole
     parts = list(client.chat(model=name, messages=msgs, options=opts, stream=True))
     assert all(not p.done for p in parts[:-1]) and parts[-1].done, parts[-1]
     assert "".join(p.message.content for p in parts) == whole.message.content
-    assert parts[-1].done_reason == "length" and parts[-1].eval_count == 24, parts[-1]
+    assert parts[-1].done_reason == reason and parts[-1].eval_count == n, parts[-1]
     # A stop string ends the answer there ("stop"), never shown.
     r = client.chat(model=name, messages=user("Count from 1 to 9, comma separated.", system=None),
                     options={**GREEDY, "stop": ["5"], "num_predict": 64})
