@@ -744,9 +744,8 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         st.prefill_tps = st.prefill_ms > 0 ? n_prefilled * 1000.0 / st.prefill_ms : 0;
         // The draft model reads the prompt in the prompt phase too, as the target does: the
         // decode's first draft then forwards only the sampled token (its time: draft_prefill_ms,
-        // part of ttft_ms, not of decode_ms).
-        if (m.draft && (m.cfg.spec == SpecMode::Auto || m.cfg.spec == SpecMode::Draft) &&
-            (req.max_tokens < 0 || req.max_tokens > 1)) {
+        // part of ttft_ms, not of decode_ms). A draft model is loaded only for auto and draft.
+        if (m.draft && (req.max_tokens < 0 || req.max_tokens > 1)) {
             st.draft_prefill_ms = m.draft->prefill(m.resident);
         }
 

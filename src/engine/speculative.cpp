@@ -113,7 +113,8 @@ size_t DraftModel::cold_tokens(const std::vector<int32_t>& seq) const {
     return seq.size() - common_token_prefix(resident_, seq);
 }
 
-void DraftModel::sync(const std::vector<int32_t>& seq, size_t n, bool want_logits) {
+size_t DraftModel::sync(const std::vector<int32_t>& seq, bool want_logits) {
+    const size_t n = seq.size();
     const size_t common = std::min(common_token_prefix(resident_, seq), want_logits ? n - 1 : n);
     resident_.resize(common);
     backend_->truncate_kv(static_cast<int>(common));
@@ -125,14 +126,14 @@ void DraftModel::sync(const std::vector<int32_t>& seq, size_t n, bool want_logit
         resident_.insert(resident_.end(), seq.begin() + static_cast<long>(pos), seq.begin() + static_cast<long>(pos + b));
         pos += b;
     }
+    return n - common;
 }
 
 double DraftModel::prefill(const std::vector<int32_t>& prompt) {
     // The next draft needs at least one slot after the prompt.
-    if (prompt.empty() || prompt.size() + 1 >= static_cast<size_t>(n_ctx_) || cold_tokens(prompt) == 0) return 0;
+    if (prompt.empty() || prompt.size() + 1 >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
-    sync(prompt, prompt.size(), false);
-    return now_ms() - t0;
+    return sync(prompt, false) > 0 ? now_ms() - t0 : 0;
 }
 
 int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
@@ -141,13 +142,11 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     *prefill_ms = *step_ms = 0;
     if (max <= 0 || seq.empty() || seq.size() >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
-    const size_t n = seq.size();
-    const size_t cold = cold_tokens(seq);
-    sync(seq, n, true);
+    const size_t forwarded = sync(seq, true);
     const double t1 = now_ms();
     // The tokens accepted since the last draft (at most one verified batch) are part of drafting:
     // their catch-up is paid on every draft after a long acceptance. More is a prompt.
-    if (cold > static_cast<size_t>(SPEC_DRAFT_MAX) + 1) *prefill_ms = t1 - t0;
+    if (forwarded > static_cast<size_t>(SPEC_DRAFT_MAX) + 1) *prefill_ms = t1 - t0;
     TokenSelection sel;  // k = 1: the argmax on the backend where it can
     int32_t t = argmax(logits_);
     for (int i = 0; i < max; ++i) {

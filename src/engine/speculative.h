@@ -71,9 +71,10 @@ private:
     std::vector<int32_t> resident_;
     std::vector<float> logits_;
     int n_ctx_ = 0, n_batch_ = 0;
-    // Forwards seq[common, n) after truncating the cache to their common prefix (at most
-    // n - 1 where `want_logits`: the last token's logits into logits_).
-    void sync(const std::vector<int32_t>& seq, size_t n, bool want_logits);
+    // Forwards what of seq the cache does not hold, after truncating it to their common prefix
+    // (at most all but the last token where `want_logits`: its logits into logits_). Returns the
+    // tokens forwarded.
+    size_t sync(const std::vector<int32_t>& seq, bool want_logits);
 };
 
 // The draft length of each step: the k in 0..max that maximizes the expected tokens per unit of
