@@ -53,10 +53,17 @@ struct EngineConfig {
     // Speculative decoding. draft_model_path: a smaller model with the same vocabulary (its
     // weights, KV and scratch are budgeted with the model's; load() refuses it with the numbers
     // when it does not fit). draft_max: tokens drafted per forward at most (1..16); the length
-    // adapts to the recent acceptance below that.
+    // adapts to the recent acceptance below that. draft_vocab: the draft model proposes only the
+    // token ids below this, the vocabulary's special tokens and the request's own tokens (its
+    // prompt and output so far), and computes its output layer for those rows alone (a BPE
+    // vocabulary's low ids are its most frequent tokens; the 0.5B Qwen draft's output layer over
+    // 151,936 tokens is 37% of the bytes it reads a token); 0: every token. The output does not
+    // depend on it: the model checks every drafted token. -1: the device's default (the CPU:
+    // 32,768; CUDA: every token, its output layer computing every row whatever the mask).
     SpecMode spec = SpecMode::Auto;
     std::string draft_model_path;
     int draft_max = 8;
+    int draft_vocab = -1;
 };
 
 struct Status {
@@ -250,6 +257,9 @@ struct ModelInfo {
     std::string spec;
     std::string draft_path, draft_name;
     int draft_max = 0;
+    // The draft model's tokens before a request's own join them (--draft-vocab as applied: the
+    // ids below it and the special tokens; n_vocab where unrestricted; 0 without a draft model).
+    int64_t draft_vocab = 0;
     // What the file says of itself: its quantization by llama.cpp's file-type name
     // (general.file_type: "Q4_K_M", "Q4_1", "F16"; empty where absent or unknown), the chat
     // template it ships (tokenizer.chat_template) and the renderer in use ("chatml", "qwen3",

@@ -144,8 +144,14 @@ int main(int argc, char** argv) {
                    "messages, tools?}] (tests/data/speculative/prompts.json), every prompt generated greedily by each "
                    "--modes mode in turn, rates per kind against --spec off");
     app.add_option("--draft", wl.draft, "--workload: the draft model of the draft and auto modes");
-    app.add_option("--modes", wl.modes, "--workload: --spec modes, comma-separated (off always runs first)")
+    app.add_option("--modes", wl.modes,
+                   "--workload: --spec modes, comma-separated (off always runs first); draft:N and auto:N give the "
+                   "draft model's vocabulary (--draft-vocab) for that mode")
         ->capture_default_str();
+    app.add_option("--draft-vocab", wl.config.draft_vocab,
+                   "--workload: the draft model's vocabulary: token ids below N, the special tokens and the "
+                   "request's own (0: every token; -1: the device's default)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
     app.add_option("--tokens", wl.tokens, "--workload: tokens generated per prompt")->capture_default_str()
         ->check(CLI::Range(2, 4096));
     app.add_option("--repeat-penalty", wl.repeat_penalty, "--workload: the requests' repeat penalty")
@@ -154,7 +160,9 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     if (!wl.file.empty()) {
         try {
+            const int draft_vocab = wl.config.draft_vocab;
             wl.config = f.config;
+            wl.config.draft_vocab = draft_vocab;
             wl.config.n_threads = f.config.n_threads > 0 ? f.config.n_threads
                                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
             if (wl.config.n_ctx == 0) wl.config.n_ctx = 2048;

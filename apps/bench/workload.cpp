@@ -43,11 +43,23 @@ struct Sum {
     double tps() const { return decode_ms > 0 ? tokens * 1000.0 / decode_ms : 0; }
 };
 
-SpecMode mode_of(const std::string& m) {
+// A --modes entry: a --spec mode, for draft and auto optionally with the draft model's
+// vocabulary after a colon ("draft:0" every token, "draft:16384"); without one, --draft-vocab.
+SpecMode mode_of(const std::string& entry, int* draft_vocab) {
+    const size_t colon = entry.find(':');
+    const std::string m = entry.substr(0, colon);
     for (SpecMode x : {SpecMode::Off, SpecMode::Ngram, SpecMode::Draft, SpecMode::Auto}) {
-        if (m == spec_mode_name(x)) return x;
+        if (m != spec_mode_name(x)) continue;
+        if (colon == std::string::npos) return x;
+        const std::string v = entry.substr(colon + 1);
+        if ((x != SpecMode::Draft && x != SpecMode::Auto) || v.empty() ||
+            v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9) {
+            throw std::runtime_error("--modes: '" + entry + "': only draft and auto take a vocabulary, as draft:N");
+        }
+        *draft_vocab = std::stoi(v);
+        return x;
     }
-    throw std::runtime_error("--modes: '" + m + "' is not off, ngram, draft or auto");
+    throw std::runtime_error("--modes: '" + entry + "' is not off, ngram, draft or auto (draft:N, auto:N)");
 }
 
 std::string pct(int a, int d) {
@@ -75,7 +87,7 @@ int run_workload(const WorkloadOptions& o) {
     std::vector<std::unique_ptr<Engine>> engines;
     for (const std::string& m : modes) {
         EngineConfig c = o.config;
-        c.spec = mode_of(m);
+        c.spec = mode_of(m, &c.draft_vocab);
         c.draft_model_path = (c.spec == SpecMode::Draft || c.spec == SpecMode::Auto) ? o.draft : "";
         if (c.spec == SpecMode::Draft && o.draft.empty()) throw std::runtime_error("--modes draft needs --draft FILE");
         auto e = std::make_unique<Engine>();

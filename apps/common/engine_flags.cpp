@@ -95,6 +95,11 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
         app.add_option("--draft-max,--draft-n", c.draft_max,
                        "Tokens drafted per forward at most (the length adapts to the acceptance below it)")
             ->capture_default_str()->check(CLI::Range(1, 16));
+        app.add_option("--draft-vocab", c.draft_vocab,
+                       "The draft model proposes only token ids below N, the special tokens and the request's own "
+                       "tokens, and on the CPU computes its output layer for those alone (0: every token; -1: the "
+                       "device's default, 32768 on the CPU, every token on CUDA; the output does not change)")
+            ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
     }
     if (groups & SAMPLING) {
         const bool d = sampling_defaults;

@@ -148,6 +148,15 @@ public:
     // candidates leave the device. Returns false, having run nothing, where this backend cannot
     // serve `sel`; the caller then runs forward() and samples the logits itself.
     virtual bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) = 0;
+    // forward(tokens, n_tokens, pos0, ..) ending in `sel` on its last token, as forward_select
+    // does for one. Returns false, having run nothing, where this backend cannot serve it (by
+    // default: more than one token); the caller then runs forward(.., Last, ..) itself.
+    // Either selection may compute the logits only of the 32-token blocks of `sel`'s mask that
+    // hold an allowed token (the CPU does): the others count as -inf whatever they are.
+    virtual bool forward_select_last(const int32_t* tokens, int n_tokens, int pos0, const TokenSelection& sel,
+                                     int32_t* ids, float* vals) {
+        return n_tokens == 1 && forward_select(tokens[0], pos0, sel, ids, vals);
+    }
 
     // A hint: the caller will pass [p, p + bytes) (or part of it) as forward()'s `logits` and keeps
     // it valid while this backend lives. A backend whose logits cross from a device may pin it

@@ -193,7 +193,13 @@ Status Engine::load(const EngineConfig& config) {
                                        spec_mode_name(config.spec)));
             }
             const DeviceKind dd = std::string(m.backend->name()) == "cuda" ? DeviceKind::Cuda : DeviceKind::Cpu;
-            m.draft = std::make_unique<DraftModel>(config.draft_model_path, dd, threads, config.weights, *m.tok);
+            if (config.draft_vocab < -1) {
+                throw JllmError(strfmt("--draft-vocab %d: must be a token count, 0 (every token) or -1 (the device's "
+                                       "default)",
+                                       config.draft_vocab));
+            }
+            const int vocab = config.draft_vocab >= 0 ? config.draft_vocab : dd == DeviceKind::Cpu ? DRAFT_VOCAB_CPU : 0;
+            m.draft = std::make_unique<DraftModel>(config.draft_model_path, dd, threads, config.weights, *m.tok, vocab);
         } else if (config.spec == SpecMode::Draft) {
             throw JllmError("--spec draft needs a draft model (--draft FILE)");
         }
@@ -208,8 +214,16 @@ Status Engine::load(const EngineConfig& config) {
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
         if (m.draft) {
             m.draft->allocate(m.n_ctx, config.kv_type);
-            m.tuner.set_draft_prior(static_cast<double>(m.draft->weights().total_bytes) /
-                                    static_cast<double>(std::max<uint64_t>(1, m.weights.total_bytes)));
+            // The bytes a token reads: the weights but the embedding table (one row a token, unless
+            // it is the output layer too), for the draft model less the part of its output layer its
+            // restricted vocabulary leaves out.
+            auto read_bytes = [](const ModelWeights& w, double out_fraction) {
+                const double out = static_cast<double>(w.output.nbytes);
+                const double emb = w.token_embd.data == w.output.data ? 0.0 : static_cast<double>(w.token_embd.nbytes);
+                return std::max(1.0, static_cast<double>(w.total_bytes) - emb - out * (1.0 - out_fraction));
+            };
+            m.tuner.set_draft_prior(read_bytes(m.draft->weights(), m.draft->output_fraction()) /
+                                    read_bytes(m.weights, 1.0));
         }
         if (config.spec != SpecMode::Off) {
             m.spec_logits.assign(static_cast<size_t>(config.draft_max + 1) * static_cast<size_t>(m.mc.n_vocab), 0.0f);
@@ -278,6 +292,7 @@ Status Engine::load(const EngineConfig& config) {
     if (m.draft) {
         info.draft_path = config.draft_model_path;
         info.draft_name = m.draft->name();
+        info.draft_vocab = m.draft->base_tokens();
     }
     info.load_ms = now_ms() - t0;
     std::lock_guard<std::mutex> lk(m.info_mu);

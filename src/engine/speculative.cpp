@@ -54,7 +54,7 @@ int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out
 // ---- draft model ----
 
 DraftModel::DraftModel(const std::string& path, DeviceKind device, int n_threads, WeightPlacement placement,
-                       const Tokenizer& target) {
+                       const Tokenizer& target, int vocab) {
     try {
         file_ = GgufFile::open(path);
     } catch (const std::exception& e) {
@@ -75,6 +75,19 @@ DraftModel::DraftModel(const std::string& path, DeviceKind device, int n_threads
                                    "vocabulary",
                                    path.c_str(), id, tok->token_text(id).c_str(), target.token_text(id).c_str()));
         }
+    }
+    const int32_t n_vocab = target.n_vocab();
+    base_tokens_ = n_vocab;
+    if (vocab > 0 && vocab < n_vocab) {
+        base_mask_.assign(static_cast<size_t>(n_vocab + 31) / 32, 0u);
+        base_tokens_ = 0;
+        for (int32_t id = 0; id < n_vocab; ++id) {
+            if (id < vocab || target.token_type(id) != TokenType::NORMAL) {
+                base_mask_[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+                base_tokens_++;
+            }
+        }
+        mask_ = base_mask_;
     }
     BackendOptions bo = backend_options_from_env();
     bo.cpu.n_threads = n_threads;
@@ -99,30 +112,65 @@ void DraftModel::allocate(int n_ctx, KvType kv_type) {
 
 namespace {
 
-int32_t argmax(const std::vector<float>& l) {
+// The first best of the allowed logits (mask null: of every one).
+int32_t argmax(const std::vector<float>& l, const uint32_t* mask) {
+    auto ok = [mask](size_t i) { return mask == nullptr || ((mask[i / 32] >> (i % 32)) & 1u) != 0; };
     size_t best = 0;
-    for (size_t i = 1; i < l.size(); ++i) {
-        if (l[i] > l[best]) best = i;
+    while (best + 1 < l.size() && !ok(best)) ++best;
+    for (size_t i = best + 1; i < l.size(); ++i) {
+        if (ok(i) && l[i] > l[best]) best = i;
     }
     return static_cast<int32_t>(best);
 }
 
 }  // namespace
 
+double DraftModel::output_fraction() const {
+    if (base_mask_.empty()) return 1.0;
+    int64_t blocks = 0;
+    for (uint32_t wd : base_mask_) blocks += wd != 0;
+    return std::min(1.0, static_cast<double>(blocks * 32) / static_cast<double>(std::max<int64_t>(1, mc_->n_vocab)));
+}
+
+const uint32_t* DraftModel::mask_for(const std::vector<int32_t>& seq) {
+    if (base_mask_.empty()) return nullptr;
+    // The sequence's tokens join the base; a sequence that does not extend the last one (another
+    // request) starts again from the base, so the tokens of earlier requests do not accumulate.
+    size_t have = common_token_prefix(masked_seq_, seq);
+    if (have < masked_seq_.size()) {
+        mask_ = base_mask_;
+        masked_seq_.clear();
+        have = 0;
+    }
+    for (size_t i = have; i < seq.size(); ++i) {
+        const auto id = static_cast<uint32_t>(seq[i]);
+        mask_[id / 32] |= 1u << (id % 32);
+    }
+    masked_seq_.insert(masked_seq_.end(), seq.begin() + static_cast<long>(have), seq.end());
+    return mask_.data();
+}
+
 size_t DraftModel::cold_tokens(const std::vector<int32_t>& seq) const {
     return seq.size() - common_token_prefix(resident_, seq);
 }
 
-size_t DraftModel::sync(const std::vector<int32_t>& seq, bool want_logits) {
+size_t DraftModel::sync(const std::vector<int32_t>& seq, const TokenSelection* sel, int32_t* first) {
     const size_t n = seq.size();
-    const size_t common = std::min(common_token_prefix(resident_, seq), want_logits ? n - 1 : n);
+    const size_t common = std::min(common_token_prefix(resident_, seq), sel != nullptr ? n - 1 : n);
     resident_.resize(common);
     backend_->truncate_kv(static_cast<int>(common));
     for (size_t pos = common; pos < n;) {
         const size_t b = std::min(n - pos, static_cast<size_t>(n_batch_));
-        const bool last = want_logits && pos + b == n;
-        backend_->forward(seq.data() + pos, static_cast<int>(b), static_cast<int>(pos),
-                          last ? LogitsMode::Last : LogitsMode::None, last ? logits_.data() : nullptr);
+        const bool last = sel != nullptr && pos + b == n;
+        const int32_t* tokens = seq.data() + pos;
+        float val = 0;
+        if (!last) {
+            backend_->forward(tokens, static_cast<int>(b), static_cast<int>(pos), LogitsMode::None, nullptr);
+        } else if (!backend_->forward_select_last(tokens, static_cast<int>(b), static_cast<int>(pos), *sel, first,
+                                                  &val)) {
+            backend_->forward(tokens, static_cast<int>(b), static_cast<int>(pos), LogitsMode::Last, logits_.data());
+            *first = argmax(logits_, sel->allowed);
+        }
         resident_.insert(resident_.end(), seq.begin() + static_cast<long>(pos), seq.begin() + static_cast<long>(pos + b));
         pos += b;
     }
@@ -133,7 +181,7 @@ double DraftModel::prefill(const std::vector<int32_t>& prompt) {
     // The next draft needs at least one slot after the prompt.
     if (prompt.empty() || prompt.size() + 1 >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
-    return sync(prompt, false) > 0 ? now_ms() - t0 : 0;
+    return sync(prompt, nullptr, nullptr) > 0 ? now_ms() - t0 : 0;
 }
 
 int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
@@ -142,13 +190,14 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     *prefill_ms = *step_ms = 0;
     if (max <= 0 || seq.empty() || seq.size() >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
-    const size_t forwarded = sync(seq, true);
+    TokenSelection sel;  // k = 1: the argmax on the backend where it can, of the allowed tokens
+    sel.allowed = mask_for(seq);
+    int32_t t = 0;
+    const size_t forwarded = sync(seq, &sel, &t);
     const double t1 = now_ms();
     // The tokens accepted since the last draft (at most one verified batch) are part of drafting:
     // their catch-up is paid on every draft after a long acceptance. More is a prompt.
     if (forwarded > static_cast<size_t>(SPEC_DRAFT_MAX) + 1) *prefill_ms = t1 - t0;
-    TokenSelection sel;  // k = 1: the argmax on the backend where it can
-    int32_t t = argmax(logits_);
     for (int i = 0; i < max; ++i) {
         out.push_back(t);
         if (i + 1 == max || resident_.size() + 1 >= static_cast<size_t>(n_ctx_)) break;
@@ -157,7 +206,7 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
         float val = 0;
         if (!backend_->forward_select(t, pos, sel, &next, &val)) {
             backend_->forward(&t, 1, pos, LogitsMode::Last, logits_.data());
-            next = argmax(logits_);
+            next = argmax(logits_, sel.allowed);
         }
         resident_.push_back(t);
         t = next;

@@ -6,6 +6,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <string>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "gguf/gguf_format.h"
@@ -211,7 +214,9 @@ std::vector<uint8_t> GgufWriter::write_to_memory() const {
 }
 
 void GgufWriter::write_file(const std::string& path) const {
-    const std::string tmp = path + ".tmp";
+    // A temporary name of this process's own: writers of the same file in parallel (test
+    // processes writing a shared synthetic model) each rename a whole file over it.
+    const std::string tmp = path + "." + std::to_string(static_cast<long>(getpid())) + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) throw JllmError(strfmt("cannot create '%s': %s", tmp.c_str(), std::strerror(errno)));
     auto write_or_throw = [&](const void* p, size_t n) {

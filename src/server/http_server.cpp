@@ -176,7 +176,12 @@ int HttpServer::run() {
                   m.info.kv_type.c_str(), m.info.weight_bytes / 1048576.0, m.info.kv_bytes / 1048576.0, m.info.load_ms);
     JLLM_LOG_INFO("[server] speculative decoding: %s%s%s", m.info.spec.c_str(),
                   m.info.draft_path.empty() ? "" : ", draft model ",
-                  m.info.draft_path.empty() ? "" : (m.info.draft_name + " (" + m.info.draft_path + ")").c_str());
+                  m.info.draft_path.empty()
+                      ? ""
+                      : strfmt("%s (%s), drafting from %lld of %lld tokens and the request's own",
+                               m.info.draft_name.c_str(), m.info.draft_path.c_str(),
+                               static_cast<long long>(m.info.draft_vocab), static_cast<long long>(m.info.n_vocab))
+                            .c_str());
     notify_ready(strfmt("serving '%s' on http://%s:%d", m.alias.c_str(), m.opt.host.c_str(), m.port));
 
     {

@@ -17,8 +17,11 @@ inline std::string spec_model() { return constrained_model_path("spec_tiny_qwen3
 inline std::string spec_other_model() { return constrained_model_path("spec_tiny_qwen3_other.gguf", 8); }
 
 // spec_model() loaded on `device` (512 positions, no session cache) with `spec` and `draft`.
-inline std::unique_ptr<Engine> spec_engine(DeviceKind device, SpecMode spec, const std::string& draft, int draft_max) {
+// draft_vocab: EngineConfig::draft_vocab (-1: the device's default).
+inline std::unique_ptr<Engine> spec_engine(DeviceKind device, SpecMode spec, const std::string& draft, int draft_max,
+                                           int draft_vocab = -1) {
     EngineConfig c;
+    c.draft_vocab = draft_vocab;
     c.model_path = spec_model();
     c.device = device;
     c.n_ctx = 512;

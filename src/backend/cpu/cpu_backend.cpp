@@ -116,9 +116,21 @@ public:
 
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
     bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) override {
+        return forward_select_last(&token, 1, pos, sel, ids, vals);
+    }
+    // The mask is asked for after the layers, before the output layer, which then computes only
+    // the rows of the mask's non-zero words.
+    bool forward_select_last(const int32_t* tokens, int n_tokens, int pos0, const TokenSelection& sel, int32_t* ids,
+                             float* vals) override {
         if (sel.k < 1 || sel.k > SELECT_MAX_K || sel.k > c_.n_vocab) return false;
-        forward(&token, 1, pos, LogitsMode::Last, select_logits_.data());
-        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, sel.mask_now(), ids, vals);
+        struct Reset {
+            const TokenSelection*& p;
+            ~Reset() { p = nullptr; }
+        } reset{select_};
+        select_ = &sel;
+        select_mask_ = nullptr;
+        forward(tokens, n_tokens, pos0, LogitsMode::Last, select_logits_.data());
+        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, select_mask_, ids, vals);
         return true;
     }
 
@@ -149,8 +161,10 @@ private:
         else std::snprintf(buf, sizeof buf, "%s", name);
         tap_(tap_ctx_, buf, data, n_tokens, width);
     }
-    void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
-        matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64, simd_);
+    void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y,
+                const uint32_t* row_blocks = nullptr) {
+        matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64, simd_,
+                   row_blocks);
     }
     void attention(int il, int n_tokens, int pos0);
     void store_kv(int il, int n_tokens, int pos0);
@@ -183,6 +197,8 @@ private:
     PoolArray<float> rope_cs_;  // [n_batch][n_rot]: cos, sin of each token's RoPE angles (rope_angles)
     PoolArray<uint8_t> mm_scratch_;
     PoolArray<float> select_logits_;  // [n_vocab]: forward_select's logits
+    const TokenSelection* select_ = nullptr;  // forward_select_last's, while its forward runs
+    const uint32_t* select_mask_ = nullptr;   // its mask, asked for before the output layer
     // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
     PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim + 2]: queries, row max, sum
@@ -422,7 +438,9 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
     const int n_out = n_tokens - first;
     for (int t = 0; t < n_out; ++t) rmsnorm_row(x_.data() + (first + t) * E, on, h_.data() + t * E, E, c_.rms_eps);
     tap("final_norm", -1, h_.data(), n_out, E);
-    matmul(w_->output, h_.data(), n_out, logits);
+    const uint32_t* rows = nullptr;  // forward_select_last: the blocks its mask allows
+    if (select_ != nullptr) rows = select_mask_ = select_->mask_now();  // once, after the layers
+    matmul(w_->output, h_.data(), n_out, logits, rows);
 }
 
 void CpuBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {

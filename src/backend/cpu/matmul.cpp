@@ -33,6 +33,9 @@ struct MatmulJob {
     int64_t n_tokens;
     const char* packed = nullptr;  // [n_tokens][packed_row_bytes] for the gemm path, or nullptr
     size_t packed_row_bytes = 0;
+    // One segment's rows as runs [runs[2i], runs[2i + 1]), in order; the job's row indices count
+    // the rows of the runs only. Empty: every row.
+    std::vector<int64_t> runs;
 };
 
 constexpr size_t kPackedTile = 512 * 1024;  // packed activation bytes per token tile (L2)
@@ -80,6 +83,16 @@ void run_rows(const MatmulJob& job, const Segment& s, int64_t r0, int64_t r1) {
 }
 
 void run_job(const MatmulJob& job, int64_t b, int64_t e) {
+    if (!job.runs.empty()) {  // [b, e) over the runs' rows, back to the weight's rows
+        int64_t before = 0;   // rows of the runs before run i
+        for (size_t i = 0; i + 1 < job.runs.size() && b < e; i += 2) {
+            const int64_t len = job.runs[i + 1] - job.runs[i];
+            const int64_t lo = std::max(b, before), hi = std::min(e, before + len);
+            if (lo < hi) run_rows(job, job.seg[0], job.runs[i] + lo - before, job.runs[i] + hi - before);
+            before += len;
+        }
+        return;
+    }
     for (int i = 0; i < job.n_seg && b < e; i++) {
         const Segment& s = job.seg[i];
         const int64_t lo = std::max(b, s.row0), hi = std::min(e, s.row0 + s.n_out);
@@ -163,7 +176,7 @@ size_t matmul_scratch_size(GgmlType w_type, int64_t n_in, int64_t n_tokens) {
 }
 
 void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t n_tokens, float* y,
-                void* scratch, size_t scratch_bytes, SimdLevel level) {
+                void* scratch, size_t scratch_bytes, SimdLevel level, const uint32_t* row_blocks) {
     const QuantDotKernel* k = quant_dot_kernel(w.type, level);
     check_weight(w, k);
     if (n_tokens <= 0 || w.n_out <= 0) return;
@@ -172,8 +185,20 @@ void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t
     job.seg[0] = Segment{static_cast<const char*>(w.data), row_size(w.type, w.n_in), k->vec_dot, y, w.n_out, 0, k->gemm};
     job.n_in = w.n_in;
     job.n_tokens = n_tokens;
+    int64_t total = w.n_out;
+    if (row_blocks != nullptr) {
+        total = 0;
+        for (int64_t r = 0; r < w.n_out; r += 32) {
+            if (row_blocks[r / 32] == 0) continue;
+            const int64_t end = std::min(w.n_out, r + 32);
+            if (!job.runs.empty() && job.runs.back() == r) job.runs.back() = end;
+            else job.runs.insert(job.runs.end(), {r, end});
+            total += end - r;
+        }
+        if (total == 0) return;
+    }
     quantize_input(pool, *k, x, scratch, scratch_bytes, &job);
-    execute(pool, job, w.n_out);
+    execute(pool, job, total);
 }
 
 void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const float* x, int64_t n_tokens,

@@ -35,8 +35,12 @@ size_t matmul_scratch_size(GgmlType w_type, int64_t n_in, int64_t n_tokens);
 // y [n_tokens, n_out] = x [n_tokens, n_in] · W^T  (y row t is y + t * n_out).
 // scratch: at least matmul_scratch_size(w.type, w.n_in, n_tokens) bytes, 64-byte aligned
 // preferred. The dot products are quant_dot_kernel(w.type, level)'s.
+// row_blocks (optional, [ceil(n_out / 32)] words): only the rows r whose word r / 32 is
+// non-zero are computed (blocks of 32 rows, as a token mask's words); the other entries of y are
+// left as they were. Each computed entry is the same as without the mask.
 void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t n_tokens,
-                float* y, void* scratch, size_t scratch_bytes, SimdLevel level);
+                float* y, void* scratch, size_t scratch_bytes, SimdLevel level,
+                const uint32_t* row_blocks = nullptr);
 
 // Several weights that read the same input (Q/K/V; gate/up): x is quantized once when their
 // activation formats agree, and one parallel job covers all their rows.

@@ -110,6 +110,48 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Matmul,
                              return std::string(type_name(i.param));
                          });
 
+// Rows in blocks of 32 (row_blocks: a token mask's words): the blocks of non-zero words computed,
+// bit-identical with the whole matrix's, every other entry untouched; runs of adjacent blocks,
+// a last block past n_out, no block at all.
+TEST(Matmul, RowBlocksComputeOnlyTheirRows) {
+    std::mt19937 rng(17);
+    const int64_t n_in = 256, n_out = 200;  // 7 blocks, the last of 8 rows
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+        const Mat m = random_matrix(type, n_in, n_out, rng);
+        ThreadPool pool(2);
+        for (int64_t n_tokens : {1, 3, 8}) {
+            std::vector<float> x;
+            for (int64_t t = 0; t < n_tokens; t++) {
+                std::vector<float> xt = random_activations(n_in, rng);
+                x.insert(x.end(), xt.begin(), xt.end());
+            }
+            std::vector<uint8_t> scratch(matmul_scratch_size(type, n_in, n_tokens) + 1);
+            std::vector<float> all(static_cast<size_t>(n_tokens * n_out));
+            matmul_cpu(pool, m.w, x.data(), n_tokens, all.data(), scratch.data(), scratch.size(), simd_level_best());
+            const std::vector<std::vector<uint32_t>> masks = {
+                {1u, 0u, 0u, 0u, 0u, 0u, 0u},           // block 0 (one bit is enough)
+                {0u, 0x80000000u, 7u, 0u, 0u, 1u, 2u},  // blocks 1-2 (one run) and 5-6 (the short last)
+                {0u, 0u, 0u, 0u, 0u, 0u, 0u},           // none
+            };
+            for (const std::vector<uint32_t>& mask : masks) {
+                std::vector<float> y(all.size(), -7.0f);
+                matmul_cpu(pool, m.w, x.data(), n_tokens, y.data(), scratch.data(), scratch.size(), simd_level_best(),
+                           mask.data());
+                for (int64_t t = 0; t < n_tokens; t++) {
+                    for (int64_t r = 0; r < n_out; r++) {
+                        const size_t i = static_cast<size_t>(t * n_out + r);
+                        if (mask[static_cast<size_t>(r / 32)] != 0) {
+                            ASSERT_EQ(y[i], all[i]) << type_name(type) << " t=" << t << " r=" << r;
+                        } else {
+                            ASSERT_EQ(y[i], -7.0f) << type_name(type) << " t=" << t << " r=" << r << " was written";
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(MatmulMulti, QkvSharedInput) {
     std::mt19937 rng(5);
     const int64_t n_in = 512;

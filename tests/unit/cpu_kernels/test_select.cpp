@@ -132,6 +132,69 @@ TEST(CpuForwardSelect, SameAsForwardThenSelect) {
     EXPECT_EQ(ka.bytes, kb.bytes);
 }
 
+// forward_select_last with a mask of few blocks (a restricted draft vocabulary): the output layer
+// runs only for the mask's non-zero words, and the selection, the KV and a mask mask_fn hands over
+// are those of forward() over every row, for one token and for a batch.
+TEST(CpuForwardSelect, LastOfABatchWithAMaskOfFewBlocks) {
+    const TinyQwen3 m = tiny_qwen3("select_tiny_qwen3_q8_0.gguf", 3);
+    const ModelConfig& c = m.c;
+    const size_t V = static_cast<size_t>(c.n_vocab);
+    auto a = create_cpu_backend(c, CpuOptions{2});
+    auto b = create_cpu_backend(c, CpuOptions{2});
+    for (auto* be : {a.get(), b.get()}) {
+        be->bind_weights(m.w, WeightPlacement::Auto);
+        be->allocate(64, 16, KvType::Int8);
+    }
+    // Ids below 96, two scattered ids and the last one: blocks 0-2, two more and the last.
+    std::vector<uint32_t> mask((V + 31) / 32, 0u);
+    for (size_t id : {size_t{0}, size_t{5}, size_t{40}, size_t{95}, size_t{1000}, V / 2 + 3, V - 1}) {
+        mask[id / 32] |= 1u << (id % 32);
+    }
+    for (size_t id = 0; id < 96; ++id) mask[id / 32] |= 1u << (id % 32);
+    struct Ctx {
+        const uint32_t* mask;
+        int calls = 0;
+    } ctx{mask.data()};
+    TokenSelection by_fn{5};
+    by_fn.mask_fn = [](void* p) -> const uint32_t* {
+        auto* x = static_cast<Ctx*>(p);
+        x->calls++;
+        return x->mask;
+    };
+    by_fn.mask_ctx = &ctx;
+    std::vector<float> logits(V);
+    std::vector<int32_t> batch = {1, 17, 300, 4242, 9};
+    int pos = 0;
+    for (int round = 0; round < 4; ++round) {
+        const int n = round == 0 ? 5 : (round % 2 == 1 ? 1 : 3);
+        const TokenSelection sel = round < 2 ? TokenSelection{1, mask.data()} : by_fn;
+        std::vector<int32_t> ids(static_cast<size_t>(sel.k)), ref_ids(ids.size());
+        std::vector<float> vals(ids.size()), ref_vals(ids.size());
+        const int calls = ctx.calls;
+        ASSERT_TRUE(a->forward_select_last(batch.data(), n, pos, sel, ids.data(), vals.data()));
+        if (sel.mask_fn != nullptr) {
+            EXPECT_EQ(ctx.calls, calls + 1) << "the mask is asked for once a step";
+        }
+        std::fill(logits.begin(), logits.end(), 0.0f);
+        b->forward(batch.data(), n, pos, LogitsMode::Last, logits.data());
+        select_top_k(logits.data(), static_cast<int64_t>(V), sel.k, mask.data(), ref_ids.data(), ref_vals.data());
+        EXPECT_EQ(ids, ref_ids) << "round " << round;
+        EXPECT_EQ(vals, ref_vals) << "round " << round;
+        pos += n;
+        for (int i = 0; i < 3; ++i) batch[static_cast<size_t>(i)] = ids[0] + i;
+    }
+    // A plain forward afterwards computes every row again.
+    std::vector<float> la(V), lb(V);
+    const int32_t t = 123;
+    a->forward(&t, 1, pos, LogitsMode::Last, la.data());
+    b->forward(&t, 1, pos, LogitsMode::Last, lb.data());
+    EXPECT_EQ(la, lb);
+    KvBlob ka, kb;
+    a->read_kv(0, pos + 1, ka);
+    b->read_kv(0, pos + 1, kb);
+    EXPECT_EQ(ka.bytes, kb.bytes);
+}
+
 // read_kv / write_kv: a cache restored into a fresh backend continues exactly as the original (the
 // same logits bit for bit), for INT8 and FP16; blobs that do not fit are refused with a message.
 TEST(CpuKvBlob, RestoredCacheContinuesBitIdentical) {

@@ -6,6 +6,7 @@
 // (chi-square), free and under a grammar.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -15,7 +16,12 @@
 #include <vector>
 
 #include "speculative_engines.h"
+#include "backend/backend.h"
+#include "backend/backend_registry.h"
 #include "engine/speculative.h"
+#include "gguf/gguf.h"
+#include "model/model_config.h"
+#include "tokenizer/tokenizer.h"
 #include "jllm_engine.h"
 #include "test_paths.h"
 
@@ -225,8 +231,8 @@ TEST(SpecTuner, UnmeasuredDraftCostsItsPrior) {
 std::string tiny_model() { return test::spec_model(); }
 std::string other_tiny_model() { return test::spec_other_model(); }
 
-std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 8) {
-    return test::spec_engine(DeviceKind::Cpu, spec, draft, draft_max);
+std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 8, int draft_vocab = -1) {
+    return test::spec_engine(DeviceKind::Cpu, spec, draft, draft_max, draft_vocab);
 }
 
 std::string read_file(const std::string& path) {
@@ -252,11 +258,83 @@ GenRun greedy(Engine& e, const std::string& prompt, int n, float repeat_penalty)
     out.tokens = e.resident_tokens();
     out.text = res.text;
     out.st = res.stats;
-    const std::string path = std::string(JLLM_BINARY_DIR) + "/spec_kv.bin";
+    // A file per test: ctest runs the tests in parallel processes.
+    const std::string path = std::string(JLLM_BINARY_DIR) + "/spec_kv_" +
+                             testing::UnitTest::GetInstance()->current_test_info()->name() + ".bin";
     EXPECT_TRUE(e.save_sequence(path, nullptr, nullptr).ok);
     out.kv = read_file(path);
     std::remove(path.c_str());
     return out;
+}
+
+// A restricted draft vocabulary: each draft is the greedy continuation over the allowed tokens
+// (ids below the bound, the special tokens, the sequence's own), the masked argmax of every
+// logit; a sequence that does not extend the last one drops the last one's tokens.
+TEST(DraftModelVocabulary, DraftsTheBestAllowedToken) {
+    const std::string path = tiny_model();
+    const std::unique_ptr<GgufFile> file = GgufFile::open(path);
+    const std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
+    const int32_t V = tok->n_vocab();
+    DraftModel narrow(path, DeviceKind::Cpu, 2, WeightPlacement::Auto, *tok, 1024);
+    DraftModel whole(path, DeviceKind::Cpu, 2, WeightPlacement::Auto, *tok, 0);
+    narrow.allocate(256, KvType::Int8);
+    EXPECT_EQ(whole.base_tokens(), V);
+    EXPECT_EQ(whole.output_fraction(), 1.0);
+    int specials = 0;
+    for (int32_t id = 1024; id < V; ++id) specials += tok->token_type(id) != TokenType::NORMAL;
+    EXPECT_GT(specials, 0);
+    EXPECT_EQ(narrow.base_tokens(), 1024 + specials);
+    EXPECT_LT(narrow.output_fraction(), 0.02);
+    BackendOptions bo;
+    bo.cpu.n_threads = 2;
+    auto ref = create_backend(DeviceKind::Cpu, whole.config(), bo);
+    ref->bind_weights(whole.weights(), WeightPlacement::Auto);
+    ref->allocate(256, 64, KvType::Int8);
+    std::vector<float> logits(static_cast<size_t>(V));
+    // The masked greedy chain of `n` tokens after seq on the reference backend.
+    auto chain = [&](const std::vector<int32_t>& seq, int n, bool masked) {
+        auto ok = [&](int32_t id) {
+            return !masked || id < 1024 || tok->token_type(id) != TokenType::NORMAL ||
+                   std::find(seq.begin(), seq.end(), id) != seq.end();
+        };
+        auto best = [&]() {
+            int32_t b = -1;
+            for (int32_t id = 0; id < V; ++id) {
+                if (ok(id) && (b < 0 || logits[static_cast<size_t>(id)] > logits[static_cast<size_t>(b)])) b = id;
+            }
+            return b;
+        };
+        ref->truncate_kv(0);
+        ref->forward(seq.data(), static_cast<int>(seq.size()), 0, LogitsMode::Last, logits.data());
+        std::vector<int32_t> out = {best()};
+        while (static_cast<int>(out.size()) < n) {
+            ref->forward(&out.back(), 1, static_cast<int>(seq.size() + out.size() - 1), LogitsMode::Last, logits.data());
+            out.push_back(best());
+        }
+        return out;
+    };
+    const std::vector<int32_t> a = {100, 2000, 151000, 70000, 5, 99999, 151000};
+    const std::vector<int32_t> b = {7, 8, 9, 1500, 300};
+    // Seed the first sequence with the whole vocabulary's first choice after the second one, so
+    // a mask that kept the first sequence's tokens would draft it.
+    const int32_t lure = chain(b, 1, false)[0];
+    std::vector<int32_t> a_lured = a;
+    a_lured.push_back(lure);
+    const std::vector<int32_t>* seqs[] = {&a, &a_lured, &b};
+    for (const std::vector<int32_t>* seq : seqs) {
+        std::vector<int32_t> out;
+        double prefill_ms = 0, step_ms = 0;
+        ASSERT_EQ(narrow.draft(*seq, 6, out, &prefill_ms, &step_ms), 6);
+        EXPECT_EQ(out, chain(*seq, 6, true));
+        // The draft continued: its catch-up on two accepted tokens, then more drafts.
+        std::vector<int32_t> longer = *seq;
+        longer.insert(longer.end(), out.begin(), out.begin() + 2);
+        ASSERT_EQ(narrow.draft(longer, 4, out, &prefill_ms, &step_ms), 4);
+        EXPECT_EQ(out, chain(longer, 4, true));
+    }
+    if (lure < 1024 || tok->token_type(lure) != TokenType::NORMAL) {
+        std::printf("[draft vocabulary] the lure %d is in the base vocabulary: that check is vacuous\n", lure);
+    }
 }
 
 TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
@@ -268,10 +346,14 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
     };
     auto off = load(SpecMode::Off, "");
     auto ngram = load(SpecMode::Ngram, "");
-    auto self = load(SpecMode::Draft, tiny_model(), 4);         // drafts the model accepts
+    auto self = load(SpecMode::Draft, tiny_model(), 4, 0);      // drafts the model accepts
     auto other = load(SpecMode::Draft, other_tiny_model(), 3);  // drafts it mostly rejects
     auto autom = load(SpecMode::Auto, other_tiny_model());
-    int ngram_acc = 0, ngram_drafted = 0, self_acc = 0, other_drafted = 0, other_acc = 0;
+    // The model as its own draft over 2,048 of its 151,936 tokens (and the prompt's): its drafts
+    // accepted where the model's choice is among them.
+    auto narrow = load(SpecMode::Draft, tiny_model(), 4, 2048);
+    int ngram_acc = 0, ngram_drafted = 0, self_acc = 0, other_drafted = 0, other_acc = 0, narrow_drafted = 0,
+        narrow_acc = 0;
     // Without penalties the model's own greedy drafts are its output: all accepted. With the
     // default repeat penalty (applied to the model's logits at every verified position, not to
     // the drafter's) some are not; the output is the same either way.
@@ -280,7 +362,7 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
             const GenRun a = greedy(*off, p, 48, penalty);
             EXPECT_EQ(a.st.drafted(), 0);
             EXPECT_EQ(a.st.decode_forwards, 48);
-            for (Engine* e : {ngram.get(), self.get(), other.get(), autom.get()}) {
+            for (Engine* e : {ngram.get(), self.get(), other.get(), autom.get(), narrow.get()}) {
                 const GenRun b = greedy(*e, p, 48, penalty);
                 EXPECT_EQ(a.tokens, b.tokens) << p;
                 EXPECT_EQ(a.text, b.text) << p;
@@ -303,6 +385,10 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
                     other_drafted += b.st.model_drafted;
                     other_acc += b.st.model_accepted;
                 }
+                if (e == narrow.get()) {
+                    narrow_drafted += b.st.model_drafted;
+                    narrow_acc += b.st.model_accepted;
+                }
             }
         }
     }
@@ -310,6 +396,8 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
     EXPECT_GT(ngram_acc, 0);
     EXPECT_GT(self_acc, 0);
     EXPECT_GT(other_drafted, other_acc) << "the other model's drafts were meant to be rejected too";
+    EXPECT_GT(narrow_acc, 0);
+    EXPECT_GT(narrow_drafted, narrow_acc) << "a random model's choices outside 2,048 ids are drafted wrong";
 }
 
 // The draft model reads the prompt in the prompt phase (its time in TTFT, not in the decode),
@@ -318,7 +406,7 @@ TEST(EngineSpeculative, DraftModelReadsThePromptInThePromptPhase) {
     const std::string p = "light.kitchen is on, light.hall is off, light.porch is on. light.kitchen is";
     auto off = load(SpecMode::Off, "");
     auto ngram = load(SpecMode::Ngram, "");
-    auto self = load(SpecMode::Draft, tiny_model(), 4);
+    auto self = load(SpecMode::Draft, tiny_model(), 4, 0);
     const GenRun a = greedy(*off, p, 16, 1.0f);
     EXPECT_EQ(a.st.draft_prefill_ms, 0.0);
     EXPECT_EQ(greedy(*ngram, p, 16, 1.0f).st.draft_prefill_ms, 0.0);
@@ -390,6 +478,12 @@ TEST(EngineSpeculative, RefusesWhatCannotWork) {
     s = e.load(c);
     EXPECT_FALSE(s.ok);
     EXPECT_NE(s.message.find("--draft-max"), std::string::npos) << s.message;
+    c.draft_max = 8;
+    c.draft_vocab = -2;
+    s = e.load(c);
+    EXPECT_FALSE(s.ok);
+    EXPECT_NE(s.message.find("--draft-vocab"), std::string::npos) << s.message;
+    c.draft_vocab = -1;
     // Another vocabulary: SmolLM2's (49,152 tokens) against Qwen3's.
     const std::string smol = test::models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
     if (std::ifstream(smol).good()) {
@@ -420,7 +514,7 @@ TEST(EngineSpeculative, RefusesWhatCannotWork) {
 // greedy, so the draft is the argmax and accepted with its probability), over 2,000 seeds.
 void expect_engine_distribution(const OutputConstraint& con) {
     auto plain = load(SpecMode::Off, "");
-    auto spec = load(SpecMode::Draft, tiny_model(), 1);
+    auto spec = load(SpecMode::Draft, tiny_model(), 1, 0);
     const std::string prompt = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n";
     std::map<int32_t, int> a, b;
     int drafted = 0, accepted = 0;
