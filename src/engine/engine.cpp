@@ -892,18 +892,36 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             if (room <= 0) return;
             seq.assign(m.resident.begin(), m.resident.end());
             seq.push_back(id);
+            int model_k = -1;  // the draft model's length for this step, asked for once
+            auto model_length = [&]() {
+                if (model_k < 0) {
+                    // A probe never pays for the draft model's prompt (a cold cache: a prefill).
+                    const bool warm = m.draft->cold_tokens(seq) <= 16;
+                    model_k = m.tuner.length(DraftSource::Model, std::min(room, m.cfg.draft_max), spec == SpecMode::Draft,
+                                             warm);
+                }
+                return model_k;
+            };
             if (may_ngram) {
                 const int k = m.tuner.length(DraftSource::Ngram, std::min(room, m.cfg.draft_max), spec == SpecMode::Ngram);
                 if (k > 0 && ngram_draft(seq.data(), seq.size(), k, drafts) > 0) {
-                    src = DraftSource::Ngram;
-                    st.ngram_drafted += static_cast<int>(drafts.size());
-                    return;
+                    // auto: the draft model's draft instead where it is expected to yield more per
+                    // unit of time than this match (prompt lookup's drafts cost nothing, but a short
+                    // match of a drafter that is often wrong loses to a draft model that is right).
+                    const bool model_better =
+                        may_model && model_length() > 0 &&
+                        m.tuner.rate(DraftSource::Model, model_k) >
+                            m.tuner.rate(DraftSource::Ngram, static_cast<int>(drafts.size()));
+                    if (!model_better) {
+                        src = DraftSource::Ngram;
+                        st.ngram_drafted += static_cast<int>(drafts.size());
+                        return;
+                    }
+                    drafts.clear();
                 }
             }
             if (may_model) {
-                // A probe never pays for the draft model's prompt (a cold cache: a prefill).
-                const bool warm = m.draft->cold_tokens(seq) <= 16;
-                const int k = m.tuner.length(DraftSource::Model, std::min(room, m.cfg.draft_max), spec == SpecMode::Draft, warm);
+                const int k = model_length();
                 if (k <= 0) return;
                 double prefill_ms = 0, step_ms = 0;
                 m.draft->draft(seq, k, drafts, &prefill_ms, &step_ms);

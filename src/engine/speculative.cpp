@@ -195,9 +195,12 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     int32_t t = 0;
     const size_t forwarded = sync(seq, &sel, &t);
     const double t1 = now_ms();
-    // The tokens accepted since the last draft (at most one verified batch) are part of drafting:
-    // their catch-up is paid on every draft after a long acceptance. More is a prompt.
-    if (forwarded > static_cast<size_t>(SPEC_DRAFT_MAX) + 1) *prefill_ms = t1 - t0;
+    // After a draft of its own the cache lacks at most the last accepted draft token and the
+    // model's token: that catch-up is part of drafting. More was generated without this model
+    // (plain steps, prompt lookup's drafts in auto, a new prompt): a catch-up paid once, not by
+    // each drafted token (charged to drafting, it made auto stop drafting after a run of
+    // prompt-lookup steps, and drafting less lengthened the next catch-up).
+    if (forwarded > DRAFT_OWN_CATCHUP) *prefill_ms = t1 - t0;
     for (int i = 0; i < max; ++i) {
         out.push_back(t);
         if (i + 1 == max || resident_.size() + 1 >= static_cast<size_t>(n_ctx_)) break;
@@ -222,18 +225,45 @@ constexpr double DECAY = 0.9;   // acceptance counts: about the last ten verific
 constexpr double EMA = 0.25;    // forward times
 constexpr int PROBE = 32;       // auto: steps between probes of a drafter that did not pay
 constexpr double PRIOR_SLOPE = 0.1;  // an unmeasured forward: T(1) x (1 + 0.1 per extra token) at least
+constexpr double CARRY = 4;     // acceptance counts carried into the next request
 }  // namespace
 
 void SpecTuner::reset_request() {
+    // The last request's estimate is the best prior of the next one's (a home assistant's
+    // requests are alike), at the weight of CARRY observations so the request's own first
+    // verifications move it at once; the prior 1 / 1 (a = 0.5) made `auto` wait PROBE steps of
+    // every request before it tried the draft model again.
+    // A drafter that does not pay by that estimate is probed at once: this request's text may
+    // suit it better (a code answer after a chat one), and the draft model is warm now (it read
+    // the prompt), not after steps without it.
     for (int s = 0; s < 2; ++s) {
-        acc_[s] = rej_[s] = 1;
-        idle_[s] = 0;
+        const double w = acc_[s] + rej_[s];
+        if (w > CARRY) {
+            acc_[s] *= CARRY / w;
+            rej_[s] *= CARRY / w;
+        }
+        idle_[s] = PROBE - 1;
     }
 }
 
 double SpecTuner::acceptance(DraftSource s) const {
     const int i = static_cast<int>(s);
     return acc_[i] / (acc_[i] + rej_[i]);
+}
+
+double SpecTuner::rate(DraftSource s, int k) const {
+    const double t1 = step_ms();
+    if (t1 <= 0 || k <= 0) return 1.0;
+    k = std::min(k, SPEC_DRAFT_MAX);
+    const double a = acceptance(s);
+    const double td = s == DraftSource::Model ? (draft_ms_ > 0 ? draft_ms_ : draft_prior_ * t1) : 0.0;
+    double e = 1.0, ak = 1.0;
+    for (int j = 1; j <= k; ++j) {
+        ak *= a;
+        e += ak;
+    }
+    const double c = cost(k + 1) + k * td;
+    return c > 0 ? e * t1 / c : e;
 }
 
 double SpecTuner::cost(int n) const {
@@ -270,16 +300,10 @@ int SpecTuner::length(DraftSource s, int max, bool must, bool may_probe) {
     const double t1 = step_ms();
     if (t1 <= 0) return must ? max : 0;  // auto: a plain step first, to measure what drafting must beat
     const int i = static_cast<int>(s);
-    const double a = acceptance(s);
-    const double td = s == DraftSource::Model ? (draft_ms_ > 0 ? draft_ms_ : draft_prior_ * t1) : 0.0;
     int best_k = 0;
     double best = must ? -1.0 : 1.0;  // k = 0: one token per T(1)
-    double e = 1.0, ak = 1.0;
     for (int k = 1; k <= max; ++k) {
-        ak *= a;
-        e += ak;
-        const double c = cost(k + 1) + k * td;
-        const double r = c > 0 ? e * t1 / c : e;
+        const double r = rate(s, k);
         if (r > best) {
             best = r;
             best_k = k;

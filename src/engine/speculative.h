@@ -29,6 +29,8 @@ constexpr int NGRAM_MIN = 2, NGRAM_MAX = 6;
 // tests/data/speculative/prompts.json, the draft model's time 14.2 -> 12.2 s at 84% -> 81% of
 // its tokens accepted (docs/speculative.md).
 constexpr int DRAFT_VOCAB_CPU = 32768;
+// A draft's catch-up after a draft of its own: the last accepted draft token and the model's.
+constexpr size_t DRAFT_OWN_CATCHUP = 2;
 
 // Prompt lookup: the longest suffix of seq[0, n) of NGRAM_MAX .. NGRAM_MIN tokens that occurs
 // earlier in it; `out` gets the tokens that followed its latest earlier occurrence, at most
@@ -59,8 +61,8 @@ public:
     void allocate(int n_ctx, KvType kv_type);
 
     // Greedy continuation of seq (its tokens up to the last one are prefilled where the cache
-    // does not hold them yet): `max` tokens into `out`. *prefill_ms gets the part of the time
-    // spent bringing the cache up to seq, *step_ms the drafting steps'.
+    // does not hold them yet): `max` tokens into `out`. *prefill_ms gets the time spent bringing
+    // the cache up to seq where that was more than DRAFT_OWN_CATCHUP tokens, *step_ms the rest.
     int draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
               double* step_ms);
     // Tokens of seq its cache does not hold (what the next draft prefills first).
@@ -102,19 +104,26 @@ private:
 // acceptance a and cost(k) = T(k + 1) + k * t_draft from the measured forward times T(n) (an
 // n not measured yet costs as the line through the nearest measured below and above it, or as
 // the largest below where none is above, and at least T(1) x (1 + 0.1 (n - 1)):
-// tried where that would pay, then known; t_draft includes the draft model's catch-up on the
-// tokens accepted since its last draft; T(1), where no plain step was measured (`draft` verifies
+// tried where that would pay, then known; t_draft includes the draft model's catch-up after a
+// draft of its own (DRAFT_OWN_CATCHUP); T(1), where no plain step was measured (`draft` verifies
 // every step), estimated from the shortest measured forward; before any forward is
 // measured only a drafter that was asked for drafts; t_draft before it is measured: the prior,
-// a fraction of T(1)). Acceptance is
-// per request (decayed counts); the forward times are the engine's.
+// a fraction of T(1)). Acceptance: decayed counts, carried into the next request at the weight
+// of a few verifications (a request's own verifications move it at once); the forward times are
+// the engine's.
 class SpecTuner {
 public:
-    void reset_request();  // acceptance back to its prior
+    // A new request: the acceptance estimates kept at a weight of CARRY, and a drafter that does
+    // not pay probed at its first step.
+    void reset_request();
     // 0: drafting does not pay now. `must`: the drafter was asked for (a length >= 1 always).
     // `may_probe`: a drafter that does not pay may still be tried now and then (false where the
     // try itself is dear: a draft model whose cache does not hold the prompt).
     int length(DraftSource s, int max, bool must, bool may_probe = true);
+    // Expected tokens per T(1) of a k-token draft from `s` now, E(k) T(1) / cost(k) (k = 0, or
+    // nothing measured yet: 1): what `auto` compares between a prompt-lookup match and the draft
+    // model's draft.
+    double rate(DraftSource s, int k) const;
     void forward_done(int n_tokens, double ms);
     void draft_step_done(double ms);  // one draft-model token
     // Until a draft token's time is measured it is taken as this fraction of a model step (the

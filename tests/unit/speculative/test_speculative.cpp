@@ -163,10 +163,41 @@ TEST(SpecTuner, LongDraftsWhenAcceptedNoneWhenRejected) {
     for (int i = 0; i < 64; ++i) probes += t.length(DraftSource::Ngram, 8, false) > 0;
     EXPECT_EQ(probes, 2);
     for (int i = 0; i < 64; ++i) EXPECT_EQ(t.length(DraftSource::Ngram, 8, false, false), 0) << "no probe allowed";
-    // The drafters' acceptance is separate, and reset per request.
+    // The drafters' acceptance is separate, and carried into the next request at the weight of
+    // a few verifications: the request's first one moves it at once (uncapped, the 40 rejections
+    // above would hold it near 0.3 after one accepted draft).
     EXPECT_NEAR(t.acceptance(DraftSource::Model), 0.5, 1e-9);
+    const double before = t.acceptance(DraftSource::Ngram);
     t.reset_request();
-    EXPECT_NEAR(t.acceptance(DraftSource::Ngram), 0.5, 1e-9);
+    EXPECT_NEAR(t.acceptance(DraftSource::Ngram), before, 1e-9);
+    EXPECT_NEAR(t.acceptance(DraftSource::Model), 0.5, 1e-9);
+    // A drafter that does not pay is probed at the request's first step, then as before.
+    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 2);
+    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 0);
+    t.verified(DraftSource::Ngram, 4, 4);
+    EXPECT_GT(t.acceptance(DraftSource::Ngram), 0.45);
+}
+
+// What auto compares: the expected tokens per step of each drafter's draft. A drafter that is
+// mostly right beats one that is mostly wrong at the same length; no draft, or nothing measured
+// yet, is one token a step.
+TEST(SpecTuner, RateOrdersTheDrafters) {
+    SpecTuner t;
+    EXPECT_EQ(t.rate(DraftSource::Ngram, 3), 1.0);  // nothing measured
+    t.forward_done(1, 10.0);
+    for (int n = 2; n <= 9; ++n) t.forward_done(n, 10.0 + n);
+    for (int i = 0; i < 20; ++i) {
+        t.verified(DraftSource::Ngram, 4, 0);
+        t.verified(DraftSource::Model, 4, 4);
+    }
+    t.draft_step_done(1.0);  // a draft-model token: 0.1 of a step
+    EXPECT_EQ(t.rate(DraftSource::Model, 0), 1.0);
+    EXPECT_GT(t.rate(DraftSource::Model, 4), 2.5);
+    EXPECT_LT(t.rate(DraftSource::Ngram, 4), 1.0);
+    EXPECT_GT(t.rate(DraftSource::Model, 4), t.rate(DraftSource::Ngram, 4));
+    // The draft model's steps count: at a whole step a token it no longer pays.
+    for (int i = 0; i < 40; ++i) t.draft_step_done(10.0);
+    EXPECT_LT(t.rate(DraftSource::Model, 4), 1.0);
 }
 
 TEST(SpecTuner, DraftModelPaysOnlyWhenItsStepsAreCheap) {
@@ -326,11 +357,20 @@ TEST(DraftModelVocabulary, DraftsTheBestAllowedToken) {
         double prefill_ms = 0, step_ms = 0;
         ASSERT_EQ(narrow.draft(*seq, 6, out, &prefill_ms, &step_ms), 6);
         EXPECT_EQ(out, chain(*seq, 6, true));
-        // The draft continued: its catch-up on two accepted tokens, then more drafts.
+        // The draft continued after two of its tokens were accepted: its own catch-up (one
+        // token, the cache held the rest), part of drafting.
         std::vector<int32_t> longer = *seq;
         longer.insert(longer.end(), out.begin(), out.begin() + 2);
         ASSERT_EQ(narrow.draft(longer, 4, out, &prefill_ms, &step_ms), 4);
         EXPECT_EQ(out, chain(longer, 4, true));
+        EXPECT_EQ(prefill_ms, 0.0);
+        EXPECT_GT(step_ms, 0.0);
+        // Its first token accepted, then three generated without it: a catch-up of three, not
+        // drafting's cost.
+        longer.insert(longer.end(), {out[0], 11, 12, 13});
+        ASSERT_EQ(narrow.draft(longer, 2, out, &prefill_ms, &step_ms), 2);
+        EXPECT_EQ(out, chain(longer, 2, true));
+        EXPECT_GT(prefill_ms, 0.0);
     }
     if (lure < 1024 || tok->token_type(lure) != TokenType::NORMAL) {
         std::printf("[draft vocabulary] the lure %d is in the base vocabulary: that check is vacuous\n", lure);
