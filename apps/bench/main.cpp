@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
                    "--workload: --spec modes, comma-separated (off always runs first); draft:N and auto:N give the "
                    "draft model's vocabulary (--draft-vocab) for that mode")
         ->capture_default_str();
-    app.add_option("--draft-vocab", wl.config.draft_vocab,
+    int draft_vocab = -1;
+    app.add_option("--draft-vocab", draft_vocab,
                    "--workload: the draft model's vocabulary: token ids below N, the special tokens and the "
                    "request's own (0: every token; -1: the device's default)")
         ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
@@ -160,7 +161,6 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     if (!wl.file.empty()) {
         try {
-            const int draft_vocab = wl.config.draft_vocab;
             wl.config = f.config;
             wl.config.draft_vocab = draft_vocab;
             wl.config.n_threads = f.config.n_threads > 0 ? f.config.n_threads

@@ -132,22 +132,19 @@ double DraftModel::output_fraction() const {
     return std::min(1.0, static_cast<double>(blocks * 32) / static_cast<double>(std::max<int64_t>(1, mc_->n_vocab)));
 }
 
-const uint32_t* DraftModel::mask_for(const std::vector<int32_t>& seq) {
-    if (base_mask_.empty()) return nullptr;
-    // The sequence's tokens join the base; a sequence that does not extend the last one (another
-    // request) starts again from the base, so the tokens of earlier requests do not accumulate.
-    size_t have = common_token_prefix(masked_seq_, seq);
-    if (have < masked_seq_.size()) {
-        mask_ = base_mask_;
-        masked_seq_.clear();
-        have = 0;
+void DraftModel::follow_mask(const std::vector<int32_t>& seq, size_t common) {
+    if (base_mask_.empty()) return;
+    // The tokens beyond the common prefix were another sequence's (the cache's own drafts are
+    // allowed tokens already): the tokens of earlier requests do not accumulate.
+    if (common < masked_) {
+        std::copy(base_mask_.begin(), base_mask_.end(), mask_.begin());
+        masked_ = 0;
     }
-    for (size_t i = have; i < seq.size(); ++i) {
+    for (size_t i = masked_; i < seq.size(); ++i) {
         const auto id = static_cast<uint32_t>(seq[i]);
         mask_[id / 32] |= 1u << (id % 32);
     }
-    masked_seq_.insert(masked_seq_.end(), seq.begin() + static_cast<long>(have), seq.end());
-    return mask_.data();
+    masked_ = seq.size();
 }
 
 size_t DraftModel::cold_tokens(const std::vector<int32_t>& seq) const {
@@ -159,6 +156,7 @@ size_t DraftModel::sync(const std::vector<int32_t>& seq, const TokenSelection* s
     const size_t common = std::min(common_token_prefix(resident_, seq), sel != nullptr ? n - 1 : n);
     resident_.resize(common);
     backend_->truncate_kv(static_cast<int>(common));
+    follow_mask(seq, common);
     for (size_t pos = common; pos < n;) {
         const size_t b = std::min(n - pos, static_cast<size_t>(n_batch_));
         const bool last = sel != nullptr && pos + b == n;
@@ -191,7 +189,7 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     if (max <= 0 || seq.empty() || seq.size() >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
     TokenSelection sel;  // k = 1: the argmax on the backend where it can, of the allowed tokens
-    sel.allowed = mask_for(seq);
+    sel.allowed = base_mask_.empty() ? nullptr : mask_.data();  // sync brings it up to seq
     int32_t t = 0;
     const size_t forwarded = sync(seq, &sel, &t);
     const double t1 = now_ms();

@@ -88,11 +88,14 @@ private:
     std::vector<float> logits_;
     int n_ctx_ = 0, n_batch_ = 0;
     // The restricted vocabulary (empty: none): bit t % 32 of word t / 32 for token t; the base
-    // (low ids and special tokens), and the mask with the tokens of masked_seq_ added.
+    // (low ids and special tokens), and the mask: the base and the first masked_ tokens of the
+    // sequence the cache follows (sync keeps it with the cache's prefix).
     std::vector<uint32_t> base_mask_, mask_;
-    std::vector<int32_t> masked_seq_;
+    size_t masked_ = 0;
     int64_t base_tokens_ = 0;
-    const uint32_t* mask_for(const std::vector<int32_t>& seq);  // null: every token
+    // sync's part: the cache keeps `common` tokens of seq; the mask drops the tokens of what it
+    // no longer holds (another request: back to the base) and takes seq's.
+    void follow_mask(const std::vector<int32_t>& seq, size_t common);
     // Forwards what of seq the cache does not hold, after truncating it to their common prefix
     // (at least the last token where `sel` is given: *first gets its selection). Returns the
     // tokens forwarded.

@@ -114,7 +114,9 @@ public:
         scratch_bytes_ = static_cast<int64_t>(scratch_pool_.capacity());
     }
 
-    void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
+    void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override {
+        (void)forward_pass(tokens, n_tokens, pos0, mode, logits, nullptr);
+    }
     bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) override {
         return forward_select_last(&token, 1, pos, sel, ids, vals);
     }
@@ -123,14 +125,8 @@ public:
     bool forward_select_last(const int32_t* tokens, int n_tokens, int pos0, const TokenSelection& sel, int32_t* ids,
                              float* vals) override {
         if (sel.k < 1 || sel.k > SELECT_MAX_K || sel.k > c_.n_vocab) return false;
-        struct Reset {
-            const TokenSelection*& p;
-            ~Reset() { p = nullptr; }
-        } reset{select_};
-        select_ = &sel;
-        select_mask_ = nullptr;
-        forward(tokens, n_tokens, pos0, LogitsMode::Last, select_logits_.data());
-        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, select_mask_, ids, vals);
+        const uint32_t* mask = forward_pass(tokens, n_tokens, pos0, LogitsMode::Last, select_logits_.data(), &sel);
+        select_top_k(select_logits_.data(), c_.n_vocab, sel.k, mask, ids, vals);
         return true;
     }
 
@@ -166,6 +162,10 @@ private:
         matmul_cpu(pool_, as_matmul(w), x, n_tokens, y, align64(mm_scratch_.data()), mm_scratch_.size() - 64, simd_,
                    row_blocks);
     }
+    // forward(); with `sel` (Last only) its mask is asked for after the layers and the output
+    // layer runs over the mask's blocks. Returns that mask (null: none, or every token).
+    const uint32_t* forward_pass(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits,
+                                 const TokenSelection* sel);
     void attention(int il, int n_tokens, int pos0);
     void store_kv(int il, int n_tokens, int pos0);
     // f(t) for every token of a batch; row work is independent per token, so splitting it over
@@ -197,8 +197,6 @@ private:
     PoolArray<float> rope_cs_;  // [n_batch][n_rot]: cos, sin of each token's RoPE angles (rope_angles)
     PoolArray<uint8_t> mm_scratch_;
     PoolArray<float> select_logits_;  // [n_vocab]: forward_select's logits
-    const TokenSelection* select_ = nullptr;  // forward_select_last's, while its forward runs
-    const uint32_t* select_mask_ = nullptr;   // its mask, asked for before the output layer
     // attention tiles (attention())
     PoolArray<float> tile_scores_;  // [n_threads][ATTN_TILE * group][n_ctx]
     PoolArray<float> tile_q_;       // [n_threads][ATTN_TILE * group][head_dim + 2]: queries, row max, sum
@@ -340,7 +338,8 @@ void CpuBackend::attention(int il, int n_tokens, int pos0) {
     });
 }
 
-void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) {
+const uint32_t* CpuBackend::forward_pass(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits,
+                                         const TokenSelection* sel) {
     JLLM_ASSERT(w_ != nullptr && n_tokens >= 1 && n_tokens <= n_batch_);
     JLLM_ASSERT(pos0 >= 0 && pos0 + n_tokens <= n_ctx_);
     const int64_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.n_ff, hd = c_.head_dim;
@@ -432,15 +431,15 @@ void CpuBackend::forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMo
         tap("out", il, x, nr, E);
     }
 
-    if (mode == LogitsMode::None) return;
+    if (mode == LogitsMode::None) return nullptr;
     const float* on = reinterpret_cast<const float*>(w_->output_norm.data);
     const int first = mode == LogitsMode::Last ? n_tokens - 1 : 0;
     const int n_out = n_tokens - first;
     for (int t = 0; t < n_out; ++t) rmsnorm_row(x_.data() + (first + t) * E, on, h_.data() + t * E, E, c_.rms_eps);
     tap("final_norm", -1, h_.data(), n_out, E);
-    const uint32_t* rows = nullptr;  // forward_select_last: the blocks its mask allows
-    if (select_ != nullptr) rows = select_mask_ = select_->mask_now();  // once, after the layers
+    const uint32_t* rows = sel != nullptr ? sel->mask_now() : nullptr;  // once, after the layers
     matmul(w_->output, h_.data(), n_out, logits, rows);
+    return rows;
 }
 
 void CpuBackend::read_kv(int pos0, int n_pos, KvBlob& out) const {
