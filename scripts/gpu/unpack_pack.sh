@@ -5,6 +5,8 @@
 #   gpu-pack/tokenizers.tar.xz   -> gpu-pack/tokenizers/qwen3 (jllm-synth's vocabulary)
 #   gpu-pack/smollm2-cut.gguf.xz -> /tmp/jllm-models/smollm2-cut.gguf; exports JLLM_GPU_MODEL
 #                                   (the real-model GPU test) unless it is set already
+#   the tests read shared/testdata/tokenizers: without a shared/ beside the tree (the device
+#   copies only the tree) JLLM_SHARED_DIR points at /tmp/jllm-shared, whose tokenizers are these
 if [[ -f gpu-pack/tokenizers.tar.xz && ! -d gpu-pack/tokenizers/qwen3 ]]; then
     mkdir -p gpu-pack/tokenizers && tar -C gpu-pack/tokenizers -xJf gpu-pack/tokenizers.tar.xz
 fi
@@ -16,4 +18,8 @@ if [[ -z "${JLLM_GPU_MODEL:-}" && -f gpu-pack/smollm2-cut.gguf.xz ]]; then
     fi
 fi
 [[ -n "${JLLM_GPU_MODEL:-}" ]] && export JLLM_GPU_MODEL
+if [[ -z "${JLLM_SHARED_DIR:-}" && ! -d ../shared/testdata/tokenizers/qwen3 && -d gpu-pack/tokenizers/qwen3 ]]; then
+    mkdir -p /tmp/jllm-shared/testdata && ln -sfn "$PWD/gpu-pack/tokenizers" /tmp/jllm-shared/testdata/tokenizers
+    export JLLM_SHARED_DIR=/tmp/jllm-shared JLLM_TOKENIZER_DIR="$PWD/gpu-pack/tokenizers"
+fi
 true

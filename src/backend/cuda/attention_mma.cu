@@ -1,16 +1,21 @@
 // backend/cuda/attention_mma.cu — prefill attention on tensor cores (causal, grouped-query,
 // INT8 or FP16 KV cache), for head_dim 64 and 128.
 //
-// A block serves one query head and FA_BQ = 64 query tokens with 4 warps of 16 tokens each.
-// The warp's Q rows (rounded to fp16) stay in registers as mma A fragments. Keys come in tiles
-// of FA_BK = 64: K and V are converted to fp16 in shared memory (INT8 values are exact in fp16;
-// their per-position scales are applied outside the products: the K scale to the scores, the V
-// scale to the probabilities), S = Q K^T by mma.sync m16n8k16, scaled and causally masked in
-// registers, an online softmax keeps each row's running max m and sum l, and P (rounded to fp16,
-// times the V scales) is fed straight from the score registers as the A operand of O += P V
-// (V read with ldmatrix.trans). Numerics: Q and P rounded to fp16, V and K exact, sums in fp32
-// (what the CPU backend does with an FP16 cache); the op test bounds the difference from the
-// exact twin attention_ref.
+// A block serves FA_ROWS = 128 query rows: HB query heads of one KV group (the largest of 8, 4,
+// 2, 1 dividing the group) times 128 / HB tokens, with 8 warps of 16 rows (one head, 16 tokens)
+// each, so every K/V tile is copied and converted once for all the heads that share it. A warp's
+// Q rows (rounded to fp16) stay in registers as mma A fragments. Keys come in tiles of FA_BK = 64,
+// as fp16 in shared memory (INT8 values are exact in fp16; their per-position scales are applied
+// outside the products: the K scale to the scores, the V scale to the probabilities).
+// S = Q K^T by mma.sync m16n8k16, scaled into log2 units and causally masked in registers (the
+// mask only on tiles past a row's last key), an online softmax in base 2 keeps each row's running
+// max m and sum l (the output rescaled only when a max grew), and P (rounded to fp16, times the V
+// scales) is fed straight from the score registers as the A operand of O += P V (V read with
+// ldmatrix.trans).
+// Pipeline, one barrier per key tile: FP16 copies tile i + 1 (cp.async) while tile i is scored;
+// INT8 has tile i + 2's bytes in flight and converts tile i + 1 to fp16 in the same interval.
+// Numerics: Q and P rounded to fp16, V and K exact, exponentials by ex2.approx, sums in fp32;
+// the op test bounds the difference from the exact twin attention_ref.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/mma.cuh"
@@ -21,118 +26,194 @@ namespace cuda {
 
 namespace {
 
-constexpr int FA_BQ = 64;  // query tokens per block (16 per warp)
-constexpr int FA_BK = 64;  // keys per tile
-constexpr int FA_WARPS = 4;
+constexpr int FA_BK = 64;     // keys per tile
+constexpr int FA_ROWS = 128;  // query rows (tokens x heads) per block
 
 template <int HD>
-constexpr int fa_lds() {
+__host__ __device__ constexpr int fa_lds() {
     return HD + 8;  // shared row stride in halves: 16-byte aligned rows, ldmatrix without conflicts
 }
 
+// Shared memory: two fp16 tiles (K [FA_BK][LDS], then V), the second holding Q at the start;
+// INT8 also two stages of the cached bytes (K [FA_BK][HD], then V) and two tiles' scales.
 template <int HD>
+__host__ __device__ constexpr size_t fa_tile_bytes() {
+    return 2 * static_cast<size_t>(FA_BK) * fa_lds<HD>() * sizeof(__half);
+}
+template <int HD>
+__host__ __device__ constexpr size_t fa_raw_bytes() {
+    return 2 * static_cast<size_t>(FA_BK) * HD;
+}
+template <bool INT8, int HD>
 size_t fa_smem_bytes() {
-    return 2 * static_cast<size_t>(FA_BK) * fa_lds<HD>() * sizeof(__half) + 2 * FA_BK * sizeof(float);
+    return 2 * fa_tile_bytes<HD>() + (INT8 ? 2 * fa_raw_bytes<HD>() + 4 * FA_BK * sizeof(float) : 0);
+}
+static_assert(FA_ROWS <= 2 * FA_BK, "Q's rows fit one fp16 tile's K and V");
+
+// 2^x (ex2.approx.ftz: results below 2^-126 flush to 0, far under a half's resolution of P).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
-template <bool INT8, int HD>
-__global__ void __launch_bounds__(FA_WARPS * WARP) kernel_attention_mma(AttentionParams p) {
+// Four signed bytes as two half2 (exact): 0x64XX is the half 1024 + XX, so the bytes biased by
+// 128 under the exponent of 1024, less 1152.
+__device__ __forceinline__ void i8x4_to_half2x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+    const uint32_t u = w ^ 0x80808080u;
+    const uint32_t a = __byte_perm(u, 0x64646464u, 0x4140), b = __byte_perm(u, 0x64646464u, 0x4342);
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+    const __half2 ha = __hsub2(*reinterpret_cast<const __half2*>(&a), bias);
+    const __half2 hb = __hsub2(*reinterpret_cast<const __half2*>(&b), bias);
+    lo = *reinterpret_cast<const uint32_t*>(&ha);
+    hi = *reinterpret_cast<const uint32_t*>(&hb);
+}
+
+template <bool INT8, int HD, int HB>
+__global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(AttentionParams p) {
+    constexpr int WARPS = FA_ROWS / 16, THREADS = WARPS * WARP;
+    static_assert(WARPS % HB == 0, "a block's warps cover its heads");
     constexpr int LDS = fa_lds<HD>();
-    constexpr int KD = HD / 16;  // k16 steps over the head dimension
-    constexpr int DT = HD / 8;   // n8 tiles of the output
+    constexpr int KD = HD / 16;       // k16 steps over the head dimension
+    constexpr int DT = HD / 8;        // n8 tiles of the output
     constexpr int N_TOK = FA_BK / 8;  // n8 tiles of scores per key tile
-    extern __shared__ __align__(16) uint8_t fa_smem[];
-    __half* Ks = reinterpret_cast<__half*>(fa_smem);  // [FA_BK][LDS]; first holds Q
-    __half* Vs = Ks + FA_BK * LDS;                    // [FA_BK][LDS]
-    float* ksc = reinterpret_cast<float*>(Vs + FA_BK * LDS);
-    float* vsc = ksc + FA_BK;
-
-    const int h = blockIdx.x, hk = h / (p.n_head / p.n_head_kv);
-    const int t0 = blockIdx.y * FA_BQ;
-    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-    const int g = lane >> 2, q2 = (lane & 3) * 2;
-
-    // ---- Q tile (fp16) -> this warp's A fragments
-    for (int i = tid; i < FA_BQ * (HD / 4); i += FA_WARPS * WARP) {
-        const int r = i / (HD / 4), c4 = i % (HD / 4);
-        const int t = t0 + r;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.n_head + h) * HD + 4 * c4);
-        *reinterpret_cast<uint2*>(Ks + r * LDS + 4 * c4) = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
-    }
-    __syncthreads();
-    uint32_t qa[KD][4];
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qa[kk], Ks + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
-
-    // Rows g and g + 8 of this warp: their last visible key (causal); rows past the batch see
-    // what the batch's last token sees (never written, but kept finite).
-    int last_key[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int t = min(t0 + warp * 16 + g + 8 * r, p.n_tok - 1);
-        last_key[r] = p.pos0 + t;
-    }
-    const int kv_end = p.pos0 + min(p.n_tok, t0 + FA_BQ);  // keys the block needs
-    const float inv_sqrt = rsqrtf(static_cast<float>(HD));
-    const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
-    const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
+    constexpr int BQ = FA_ROWS / HB;
     constexpr int ROW_BYTES = HD * (INT8 ? 1 : 2);
     constexpr int UNITS = ROW_BYTES / 16;  // 16-byte units per cached head vector
+    extern __shared__ __align__(16) uint8_t fa_smem[];
+    auto tile_k = [&](int st) { return reinterpret_cast<__half*>(fa_smem + st * fa_tile_bytes<HD>()); };
+    auto tile_v = [&](int st) { return tile_k(st) + FA_BK * LDS; };
+    uint8_t* raw = fa_smem + 2 * fa_tile_bytes<HD>();                                 // INT8: [2][K, V]
+    float* scl = reinterpret_cast<float*>(raw + (INT8 ? 2 * fa_raw_bytes<HD>() : 0));  // INT8: [2][ks, vs][FA_BK]
+    __half* qs = tile_k(1);  // Q's stage: read into registers before any copy lands there
 
-    float o[DT][4];
-#pragma unroll
-    for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int h = blockIdx.x * HB + warp % HB, hk = blockIdx.x * HB / (p.n_head / p.n_head_kv);
+    const int t0 = blockIdx.y * BQ, tw = t0 + 16 * (warp / HB);  // the block's and the warp's first token
+    const int g = lane >> 2, q2 = (lane & 3) * 2;
+    const int kv_end = p.pos0 + min(p.n_tok, t0 + BQ);  // keys the block needs
+    const int n_tiles = (kv_end + FA_BK - 1) / FA_BK;
+    const float scale = rsqrtf(static_cast<float>(HD)) * 1.4426950408889634f;  // scores in log2 units
+    const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
+    const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
 
-    for (int kb = 0; kb < kv_end; kb += FA_BK) {
-        __syncthreads();  // Q fragments taken / the previous tile consumed
-        // ---- K, V tile -> fp16 in shared memory (missing keys: zeros, masked below)
-        for (int u = tid; u < FA_BK * UNITS; u += FA_WARPS * WARP) {
+    // Tile i's cached K/V rows into (dk, dv) rows of `stride` bytes with cp.async (missing keys:
+    // zeros, finite for P V where P is 0); INT8: its scales into registers.
+    float nks = 1.0f, nvs = 1.0f;
+    auto issue = [&](int i, uint8_t* dk, uint8_t* dv, int stride) {
+        const int kb = i * FA_BK;
+        for (int u = tid; u < FA_BK * UNITS; u += THREADS) {
             const int j = u / UNITS, c = u % UNITS;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            uint8_t* d0 = dk + j * stride + c * 16;
+            uint8_t* d1 = dv + j * stride + c * 16;
             if (kb + j < kv_end) {
                 const int64_t off = (static_cast<int64_t>(kb + j) * p.n_head_kv + hk) * ROW_BYTES + c * 16;
-                kv = ld16(kc + off);
-                vv = ld16(vc + off);
-            }
-            if (INT8) {
-                // 16 int8 -> 16 halves (exact)
-                uint32_t kh[8], vh[8];
-#pragma unroll
-                for (int e = 0; e < 8; ++e) {
-                    kh[e] = pack_half2(static_cast<float>(static_cast<int8_t>(byte_of(kv, 2 * e))),
-                                       static_cast<float>(static_cast<int8_t>(byte_of(kv, 2 * e + 1))));
-                    vh[e] = pack_half2(static_cast<float>(static_cast<int8_t>(byte_of(vv, 2 * e))),
-                                       static_cast<float>(static_cast<int8_t>(byte_of(vv, 2 * e + 1))));
-                }
-                uint4* kd = reinterpret_cast<uint4*>(Ks + j * LDS + c * 16);
-                uint4* vd = reinterpret_cast<uint4*>(Vs + j * LDS + c * 16);
-                kd[0] = make_uint4(kh[0], kh[1], kh[2], kh[3]);
-                kd[1] = make_uint4(kh[4], kh[5], kh[6], kh[7]);
-                vd[0] = make_uint4(vh[0], vh[1], vh[2], vh[3]);
-                vd[1] = make_uint4(vh[4], vh[5], vh[6], vh[7]);
+                cp_async16(d0, kc + off);
+                cp_async16(d1, vc + off);
             } else {
-                *reinterpret_cast<uint4*>(Ks + j * LDS + c * 8) = kv;
-                *reinterpret_cast<uint4*>(Vs + j * LDS + c * 8) = vv;
+                *reinterpret_cast<uint4*>(d0) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4*>(d1) = make_uint4(0, 0, 0, 0);
             }
         }
-        if (tid < FA_BK) {
-            float ks = 1.0f, vs = 1.0f;
-            if (INT8 && kb + tid < kv_end) {
+        cp_async_commit();
+        if (INT8 && tid < FA_BK) {
+            nks = nvs = 1.0f;
+            if (kb + tid < kv_end) {
                 const int64_t si = static_cast<int64_t>(kb + tid) * p.n_head_kv + hk;
-                ks = ldh(p.k_scale[si]);
-                vs = ldh(p.v_scale[si]);
+                nks = ldh(p.k_scale[si]);
+                nvs = ldh(p.v_scale[si]);
             }
-            ksc[tid] = ks * inv_sqrt;
-            vsc[tid] = vs;
         }
-        __syncthreads();
+    };
+    auto raw_k = [&](int st) { return raw + st * fa_raw_bytes<HD>(); };
+    auto issue_tile = [&](int i) {  // into stage i % 2 (INT8: the raw stage)
+        const int st = i & 1;
+        if constexpr (INT8) issue(i, raw_k(st), raw_k(st) + FA_BK * HD, HD);
+        else issue(i, reinterpret_cast<uint8_t*>(tile_k(st)), reinterpret_cast<uint8_t*>(tile_v(st)), LDS * 2);
+    };
+    // INT8: tile i's scales (from the registers issue() filled) and its bytes as fp16 (exact) into
+    // stage i % 2.
+    auto convert_tile = [&](int i) {
+        const int st = i & 1;
+        if (tid < FA_BK) {
+            scl[(2 * st) * FA_BK + tid] = nks * scale;
+            scl[(2 * st + 1) * FA_BK + tid] = nvs;
+        }
+        const uint8_t* src[2] = {raw_k(st), raw_k(st) + FA_BK * HD};
+        __half* dst[2] = {tile_k(st), tile_v(st)};
+#pragma unroll
+        for (int kv = 0; kv < 2; ++kv) {
+            for (int u = tid; u < FA_BK * UNITS; u += THREADS) {
+                const int j = u / UNITS, c = u % UNITS;
+                const uint4 w = *reinterpret_cast<const uint4*>(src[kv] + j * HD + c * 16);
+                uint4 a, b;
+                i8x4_to_half2x2(w.x, a.x, a.y);
+                i8x4_to_half2x2(w.y, a.z, a.w);
+                i8x4_to_half2x2(w.z, b.x, b.y);
+                i8x4_to_half2x2(w.w, b.z, b.w);
+                uint4* d = reinterpret_cast<uint4*>(dst[kv] + j * LDS + c * 16);
+                d[0] = a;
+                d[1] = b;
+            }
+        }
+    };
 
-        // ---- S = Q K^T (16 rows x 64 keys per warp)
+    issue_tile(0);
+    // ---- Q (fp16) of every warp: row r of the stage is row r % 16 of the warp's tile r / 16
+    for (int i = tid; i < FA_ROWS * (HD / 4); i += THREADS) {
+        const int r = i / (HD / 4), c4 = i % (HD / 4);
+        const int w = r / 16, t = t0 + 16 * (w / HB) + r % 16, hq = blockIdx.x * HB + w % HB;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.n_head + hq) * HD + 4 * c4);
+        *reinterpret_cast<uint2*>(qs + r * LDS + 4 * c4) = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+    }
+    if constexpr (INT8) cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qa[KD][4];  // the warp's A fragments, one per k16 step
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qa[kk], qs + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+    if constexpr (INT8) {
+        convert_tile(0);
+        if (n_tiles > 1) issue_tile(1);
+    }
+
+    // Rows g and g + 8: their last visible key (causal); rows past the batch see what the
+    // batch's last token sees (never written, but kept finite).
+    int last_key[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) last_key[r] = p.pos0 + min(tw + g + 8 * r, p.n_tok - 1);
+    const int warp_last_key = p.pos0 + min(tw + 15, p.n_tok - 1);
+    const bool warp_idle = tw >= p.n_tok;
+
+    float o[DT][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+    for (int i = 0; i < n_tiles; ++i) {
+        const int st = i & 1, kb = i * FA_BK;
+        // Tile i is in stage st (INT8: converted in the last interval; FP16: its copy landed), and
+        // every warp is done with tile i - 1 and with Q's stage.
+        cp_async_wait<0>();
+        __syncthreads();
+        if constexpr (INT8) {
+            if (i + 1 < n_tiles) {
+                convert_tile(i + 1);  // its bytes landed (the barrier); the stage of tile i - 1
+                if (i + 2 < n_tiles) issue_tile(i + 2);  // the raw stage tile i left
+            }
+        } else {
+            if (i + 1 < n_tiles) issue_tile(i + 1);  // the stage tile i - 1 left
+        }
+        if (warp_idle || kb > warp_last_key) continue;  // warp-uniform: nothing this warp sees
+        const __half* Ks = tile_k(st);
+        const __half* Vs = tile_v(st);
+        const float* ksc = scl + (2 * st) * FA_BK;
+        const float* vsc = ksc + FA_BK;
+
+        // ---- S = Q K^T (16 rows x 64 keys per tile)
         float s[N_TOK][4];
 #pragma unroll
-        for (int i = 0; i < N_TOK; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        for (int j = 0; j < N_TOK; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
 #pragma unroll
@@ -143,60 +224,70 @@ __global__ void __launch_bounds__(FA_WARPS * WARP) kernel_attention_mma(Attentio
                 mma_16816(s[2 * np + 1], qa[kk], b[2], b[3]);
             }
         }
-        // ---- scale, mask, online softmax (row r: elements 2r, 2r + 1 of each tile)
+        // ---- scale (log2 domain), mask, online softmax (row r: elements 2r, 2r + 1 of each n8
+        // tile). The causal mask only where the tile passes a row's last key (warp-uniform).
+        const bool masked = __any_sync(0xffffffffu, kb + FA_BK - 1 > last_key[0]);  // the warp's first row
+        bool grew = false;
+        float corr[2];
         float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < N_TOK; ++nt) {
+            const float2 ks = INT8 ? *reinterpret_cast<const float2*>(ksc + nt * 8 + q2) : make_float2(scale, scale);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int key = kb + nt * 8 + q2 + (e & 1), r = e >> 1;
-                const float v = key <= last_key[r] ? s[nt][e] * ksc[key - kb] : -INFINITY;
+                float v = s[nt][e] * ((e & 1) ? ks.y : ks.x);
+                if (masked && key > last_key[r]) v = -INFINITY;
                 s[nt][e] = v;
                 mt[r] = fmaxf(mt[r], v);
             }
         }
-        float corr[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
             const float m_new = fmaxf(m[r], mt[r]);  // finite: key kb <= last_key in the first tile
-            corr[r] = expf(m[r] - m_new);
+            grew |= m_new > m[r];
+            corr[r] = fast_exp2(m[r] - m_new);
             m[r] = m_new;
             l[r] *= corr[r];
         }
+        if (__any_sync(0xffffffffu, grew)) {  // else every corr is 1: nothing to rescale
 #pragma unroll
-        for (int i = 0; i < DT; ++i) {
-            o[i][0] *= corr[0];
-            o[i][1] *= corr[0];
-            o[i][2] *= corr[1];
-            o[i][3] *= corr[1];
+            for (int j = 0; j < DT; ++j) {
+                o[j][0] *= corr[0];
+                o[j][1] *= corr[0];
+                o[j][2] *= corr[1];
+                o[j][3] *= corr[1];
+            }
         }
-        // ---- O += P V, P from the score registers (two n8 score tiles = one k16 A fragment)
+        // ---- O += P V, P from the score registers (two n8 score tiles = one k16 A fragment);
+        // P * v_scale <= the scale, a half: no saturation needed
 #pragma unroll
         for (int kk2 = 0; kk2 < FA_BK / 16; ++kk2) {
             uint32_t pa[4];
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int nt = 2 * kk2 + half;
+                const float2 vs = INT8 ? *reinterpret_cast<const float2*>(vsc + nt * 8 + q2) : make_float2(1.0f, 1.0f);
                 float pr[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    pr[e] = expf(s[nt][e] - m[e >> 1]);
+                    pr[e] = fast_exp2(s[nt][e] - m[e >> 1]);
                     l[e >> 1] += pr[e];
-                    pr[e] *= vsc[nt * 8 + q2 + (e & 1)];
+                    if (INT8) pr[e] *= (e & 1) ? vs.y : vs.x;
                 }
-                pa[2 * half] = pack_half2(pr[0], pr[1]);      // row g
-                pa[2 * half + 1] = pack_half2(pr[2], pr[3]);  // row g + 8
+                const __half2 lo = __floats2half2_rn(pr[0], pr[1]), hi = __floats2half2_rn(pr[2], pr[3]);
+                // A fragment order: (g, k 0-7), (g + 8, k 0-7), (g, k 8-15), (g + 8, k 8-15)
+                pa[2 * half] = *reinterpret_cast<const uint32_t*>(&lo);
+                pa[2 * half + 1] = *reinterpret_cast<const uint32_t*>(&hi);
             }
-            // A fragment order: (g, k 0-7), (g + 8, k 0-7), (g, k 8-15), (g + 8, k 8-15)
-            const uint32_t a[4] = {pa[0], pa[1], pa[2], pa[3]};
 #pragma unroll
             for (int dp = 0; dp < DT / 2; ++dp) {
                 uint32_t b[4];
                 ldmatrix_x4_trans(b, Vs + (kk2 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
-                mma_16816(o[2 * dp], a, b[0], b[1]);
-                mma_16816(o[2 * dp + 1], a, b[2], b[3]);
+                mma_16816(o[2 * dp], pa, b[0], b[1]);
+                mma_16816(o[2 * dp + 1], pa, b[2], b[3]);
             }
         }
     }
@@ -204,30 +295,45 @@ __global__ void __launch_bounds__(FA_WARPS * WARP) kernel_attention_mma(Attentio
     // ---- normalize and store rows g and g + 8
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int t = t0 + warp * 16 + g + 8 * r;
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const int t = tw + g + 8 * r;
         if (t >= p.n_tok) continue;
         float* out = p.out + (static_cast<int64_t>(t) * p.n_head + h) * HD;
-        const float inv_l = 1.0f / l[r];
+        const float inv_l = 1.0f / lr;
 #pragma unroll
-        for (int i = 0; i < DT; ++i) {
-            *reinterpret_cast<float2*>(out + i * 8 + q2) = make_float2(o[i][2 * r] * inv_l, o[i][2 * r + 1] * inv_l);
-        }
+        for (int j = 0; j < DT; ++j)
+            *reinterpret_cast<float2*>(out + j * 8 + q2) = make_float2(o[j][2 * r] * inv_l, o[j][2 * r + 1] * inv_l);
     }
 }
 
-template <bool INT8, int HD>
+// Query heads per block: the largest of 8, 4, 2, 1 that divides the group.
+int fa_heads_per_block(int group) {
+    int hb = 8;
+    while (group % hb != 0) hb /= 2;
+    return hb;
+}
+
+template <bool INT8, int HD, int HB>
 void launch_fa(const AttentionParams& p, cudaStream_t st) {
-    const size_t smem = fa_smem_bytes<HD>();
-    const auto kernel = kernel_attention_mma<INT8, HD>;
+    const size_t smem = fa_smem_bytes<INT8, HD>();
+    const auto kernel = kernel_attention_mma<INT8, HD, HB>;
     allow_dynamic_smem(kernel, smem);
-    const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>((p.n_tok + FA_BQ - 1) / FA_BQ));
-    kernel<<<grid, FA_WARPS * WARP, smem, st>>>(p);
+    constexpr int BQ = FA_ROWS / HB;
+    const dim3 grid(static_cast<unsigned>(p.n_head / HB), static_cast<unsigned>((p.n_tok + BQ - 1) / BQ));
+    kernel<<<grid, FA_ROWS / 16 * WARP, smem, st>>>(p);
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_mma");
+}
+
+template <bool INT8, int HD>
+void launch_fa_heads(const AttentionParams& p, cudaStream_t st) {
+    switch (fa_heads_per_block(p.n_head / p.n_head_kv)) {
+        case 8: launch_fa<INT8, HD, 8>(p, st); break;
+        case 4: launch_fa<INT8, HD, 4>(p, st); break;
+        case 2: launch_fa<INT8, HD, 2>(p, st); break;
+        default: launch_fa<INT8, HD, 1>(p, st); break;
+    }
 }
 
 }  // namespace
@@ -241,11 +347,11 @@ void launch_attention_mma(const AttentionParams& p, void* stream) {
     const bool int8 = p.kv_type == KvType::Int8;
     cudaStream_t st = as_stream(stream);
     if (p.head_dim == 64) {
-        if (int8) launch_fa<true, 64>(p, st);
-        else launch_fa<false, 64>(p, st);
+        if (int8) launch_fa_heads<true, 64>(p, st);
+        else launch_fa_heads<false, 64>(p, st);
     } else {
-        if (int8) launch_fa<true, 128>(p, st);
-        else launch_fa<false, 128>(p, st);
+        if (int8) launch_fa_heads<true, 128>(p, st);
+        else launch_fa_heads<false, 128>(p, st);
     }
 }
 

@@ -246,6 +246,10 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
             run_attn_case({kv, 128, 8, 2, 130, 0, 1}, choice, rng);                 // 3 query tiles, last partial
             run_attn_case({kv, 128, 8, 2, 64, 200, 1, false, true}, choice, rng);   // after a prefix, 8-bit out
             run_attn_case({kv, 64, 9, 3, 77, 5, 1}, choice, rng);                   // SmolLM2-like heads, group 3
+            // the prefill block's heads of one group: 2 heads x 64 tokens, 8 heads x 16 tokens
+            run_attn_case({kv, 128, 4, 2, 70, 10, 1}, choice, rng);                 // group 2, 2 query tiles
+            run_attn_case({kv, 64, 16, 2, 40, 90, 1}, choice, rng);                 // group 8, 3 query tiles
+            run_attn_case({kv, 128, 32, 2, 19, 150, 1, false, true}, choice, rng);  // group 16: 2 blocks of 8
             run_decode_shapes(kv, choice, rng);
         }
     }
