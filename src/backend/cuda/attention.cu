@@ -348,9 +348,25 @@ void launch_attention(const AttentionParams& p, void* stream) {
             launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
         }
     };
+    auto combine = [&](const AttentionParams& cp, int splits, int keys) {
+        const dim3 cgrid(static_cast<unsigned>(cp.n_head), static_cast<unsigned>(cp.n_tok));
+        const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / cp.head_dim);
+        kernel_attention_combine<<<cgrid, cp.head_dim * par, 0, as_stream(stream)>>>(cp, splits, keys);
+        JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
+    };
     if (n_split == 1 && p.choice.kernel == AttnKernel::Auto && attention_mma_supported(p)) {
-        launch_attention_mma(p, stream);
-        quantize_out();
+        const MmaSplit sp = attention_mma_split(p, device_sm_count());
+        JLLM_ASSERT(sp.n_split <= ATTN_MAX_SPLIT_GRID);
+        launch_attention_mma(p, sp, stream);
+        if (sp.n_split > 1) {
+            // the splits' rows at a stride of n_split; split_plan(n_kv, n_split, per_split) gives
+            // back per_split and n_split (n_split = ceil(n_kv / per_split))
+            AttentionParams cp = p;
+            cp.max_split = sp.n_split;
+            combine(cp, sp.n_split, sp.per_split);
+        } else {
+            quantize_out();
+        }
         return;
     }
     if (grouped) {
@@ -359,10 +375,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
         launch_attention_generic(p, n_split, group, stream);
     }
     if (n_split > 1) {
-        const dim3 cgrid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tok));
-        const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / p.head_dim);
-        kernel_attention_combine<<<cgrid, p.head_dim * par, 0, as_stream(stream)>>>(p, n_split, min_keys);
-        JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
+        combine(p, n_split, min_keys);
     } else if (!grouped) {
         quantize_out();
     }

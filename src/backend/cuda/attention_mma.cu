@@ -14,8 +14,13 @@
 // ldmatrix.trans).
 // Pipeline, one barrier per key tile: FP16 copies tile i + 1 (cp.async) while tile i is scored;
 // INT8 has tile i + 2's bytes in flight and converts tile i + 1 to fp16 in the same interval.
+// Where the grid would leave SMs idle (a short prefill at depth), the keys are split across blocks
+// (grid z, attention_mma_split): each split leaves its rows' O, m and l in the work buffer and
+// attention.cu's combine merges them, as for a split decode.
 // Numerics: Q and P rounded to fp16, V and K exact, exponentials by ex2.approx, sums in fp32;
 // the op test bounds the difference from the exact twin attention_ref.
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/mma.cuh"
@@ -28,6 +33,7 @@ namespace {
 
 constexpr int FA_BK = 64;     // keys per tile
 constexpr int FA_ROWS = 128;  // query rows (tokens x heads) per block
+constexpr int FA_MIN_SPLIT_TILES = 4;  // key tiles per split at least (attention_mma_split)
 
 template <int HD>
 __host__ __device__ constexpr int fa_lds() {
@@ -69,8 +75,10 @@ __device__ __forceinline__ void i8x4_to_half2x2(uint32_t w, uint32_t& lo, uint32
     hi = *reinterpret_cast<const uint32_t*>(&hb);
 }
 
+// per_split: 0, or the keys of each of gridDim.z splits (a multiple of FA_BK): split z scores keys
+// [z * per_split, (z + 1) * per_split) and leaves its rows unnormalized in p.work for the combine.
 template <bool INT8, int HD, int HB>
-__global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(AttentionParams p) {
+__global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(AttentionParams p, int per_split) {
     constexpr int WARPS = FA_ROWS / 16, THREADS = WARPS * WARP;
     static_assert(WARPS % HB == 0, "a block's warps cover its heads");
     constexpr int LDS = fa_lds<HD>();
@@ -91,17 +99,21 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
     const int h = blockIdx.x * HB + warp % HB, hk = blockIdx.x * HB / (p.n_head / p.n_head_kv);
     const int t0 = blockIdx.y * BQ, tw = t0 + 16 * (warp / HB);  // the block's and the warp's first token
     const int g = lane >> 2, q2 = (lane & 3) * 2;
-    const int kv_end = p.pos0 + min(p.n_tok, t0 + BQ);  // keys the block needs
-    const int n_tiles = (kv_end + FA_BK - 1) / FA_BK;
+    const int k_begin = blockIdx.z * per_split;                  // the split's first key (a tile's)
+    int kv_end = p.pos0 + min(p.n_tok, t0 + BQ);                  // keys the block needs
+    if (per_split > 0) kv_end = min(kv_end, k_begin + per_split);  // ... of this split
+    const int i0 = k_begin / FA_BK;
+    const int n_tiles = kv_end > k_begin ? (kv_end - k_begin + FA_BK - 1) / FA_BK : 0;  // 0: a split past them
     const float scale = rsqrtf(static_cast<float>(HD)) * 1.4426950408889634f;  // scores in log2 units
     const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
     const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
 
-    // Tile i's cached K/V rows into (dk, dv) rows of `stride` bytes with cp.async (missing keys:
-    // zeros, finite for P V where P is 0); INT8: its scales into registers.
+    // The split's tile i (keys from (i0 + i) * FA_BK; stages by i % 2): its cached K/V rows into
+    // (dk, dv) rows of `stride` bytes with cp.async (missing keys: zeros, finite for P V where P is
+    // 0); INT8: its scales into registers.
     float nks = 1.0f, nvs = 1.0f;
     auto issue = [&](int i, uint8_t* dk, uint8_t* dv, int stride) {
-        const int kb = i * FA_BK;
+        const int kb = (i0 + i) * FA_BK;
         for (int u = tid; u < FA_BK * UNITS; u += THREADS) {
             const int j = u / UNITS, c = u % UNITS;
             uint8_t* d0 = dk + j * stride + c * 16;
@@ -158,7 +170,7 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
         }
     };
 
-    issue_tile(0);
+    if (n_tiles > 0) issue_tile(0);
     // ---- Q (fp16) of every warp: row r of the stage is row r % 16 of the warp's tile r / 16
     for (int i = tid; i < FA_ROWS * (HD / 4); i += THREADS) {
         const int r = i / (HD / 4), c4 = i % (HD / 4);
@@ -173,7 +185,7 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qa[kk], qs + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
     if constexpr (INT8) {
-        convert_tile(0);
+        if (n_tiles > 0) convert_tile(0);
         if (n_tiles > 1) issue_tile(1);
     }
 
@@ -191,7 +203,7 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
     for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
     for (int i = 0; i < n_tiles; ++i) {
-        const int st = i & 1, kb = i * FA_BK;
+        const int st = i & 1, kb = (i0 + i) * FA_BK;
         // Tile i is in stage st (INT8: converted in the last interval; FP16: its copy landed), and
         // every warp is done with tile i - 1 and with Q's stage.
         cp_async_wait<0>();
@@ -228,7 +240,7 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
         // tile). The causal mask only where the tile passes a row's last key (warp-uniform).
         const bool masked = __any_sync(0xffffffffu, kb + FA_BK - 1 > last_key[0]);  // the warp's first row
         bool grew = false;
-        float corr[2];
+        float corr[2], mref[2];
         float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < N_TOK; ++nt) {
@@ -246,10 +258,13 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
         for (int r = 0; r < 2; ++r) {
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
             mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
-            const float m_new = fmaxf(m[r], mt[r]);  // finite: key kb <= last_key in the first tile
+            // m_new is finite from a row's first visible key on (without a split: the first tile);
+            // until then (a split's tiles past the row's last key) it stays -inf, P = 0.
+            const float m_new = fmaxf(m[r], mt[r]);
             grew |= m_new > m[r];
-            corr[r] = fast_exp2(m[r] - m_new);
+            corr[r] = m_new == -INFINITY ? 1.0f : fast_exp2(m[r] - m_new);
             m[r] = m_new;
+            mref[r] = m_new == -INFINITY ? 0.0f : m_new;
             l[r] *= corr[r];
         }
         if (__any_sync(0xffffffffu, grew)) {  // else every corr is 1: nothing to rescale
@@ -273,7 +288,7 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
                 float pr[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    pr[e] = fast_exp2(s[nt][e] - m[e >> 1]);
+                    pr[e] = fast_exp2(s[nt][e] - mref[e >> 1]);
                     l[e >> 1] += pr[e];
                     if (INT8) pr[e] *= (e & 1) ? vs.y : vs.x;
                 }
@@ -292,7 +307,10 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
         }
     }
 
-    // ---- normalize and store rows g and g + 8
+    // ---- rows g and g + 8: normalized into out; with a split unnormalized into the work buffer
+    // [n_tok][n_head][gridDim.z][HD + 2] (O, then m in natural-log units and l, as the decode
+    // kernels leave them for kernel_attention_combine; a split without keys for a row: m = -inf,
+    // l = 0)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float lr = l[r];
@@ -300,6 +318,16 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
         lr += __shfl_xor_sync(0xffffffffu, lr, 2);
         const int t = tw + g + 8 * r;
         if (t >= p.n_tok) continue;
+        if (per_split > 0) {
+            float* w = p.work + ((static_cast<int64_t>(t) * p.n_head + h) * gridDim.z + blockIdx.z) * (HD + 2);
+#pragma unroll
+            for (int j = 0; j < DT; ++j) *reinterpret_cast<float2*>(w + j * 8 + q2) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+            if (q2 == 0) {
+                w[HD] = m[r] * 0.6931471805599453f;  // log2 units -> natural
+                w[HD + 1] = lr;
+            }
+            continue;
+        }
         float* out = p.out + (static_cast<int64_t>(t) * p.n_head + h) * HD;
         const float inv_l = 1.0f / lr;
 #pragma unroll
@@ -316,23 +344,24 @@ int fa_heads_per_block(int group) {
 }
 
 template <bool INT8, int HD, int HB>
-void launch_fa(const AttentionParams& p, cudaStream_t st) {
+void launch_fa(const AttentionParams& p, const MmaSplit& sp, cudaStream_t st) {
     const size_t smem = fa_smem_bytes<INT8, HD>();
     const auto kernel = kernel_attention_mma<INT8, HD, HB>;
     allow_dynamic_smem(kernel, smem);
     constexpr int BQ = FA_ROWS / HB;
-    const dim3 grid(static_cast<unsigned>(p.n_head / HB), static_cast<unsigned>((p.n_tok + BQ - 1) / BQ));
-    kernel<<<grid, FA_ROWS / 16 * WARP, smem, st>>>(p);
+    const dim3 grid(static_cast<unsigned>(p.n_head / HB), static_cast<unsigned>((p.n_tok + BQ - 1) / BQ),
+                    static_cast<unsigned>(sp.n_split));
+    kernel<<<grid, FA_ROWS / 16 * WARP, smem, st>>>(p, sp.n_split > 1 ? sp.per_split : 0);
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention_mma");
 }
 
 template <bool INT8, int HD>
-void launch_fa_heads(const AttentionParams& p, cudaStream_t st) {
+void launch_fa_heads(const AttentionParams& p, const MmaSplit& sp, cudaStream_t st) {
     switch (fa_heads_per_block(p.n_head / p.n_head_kv)) {
-        case 8: launch_fa<INT8, HD, 8>(p, st); break;
-        case 4: launch_fa<INT8, HD, 4>(p, st); break;
-        case 2: launch_fa<INT8, HD, 2>(p, st); break;
-        default: launch_fa<INT8, HD, 1>(p, st); break;
+        case 8: launch_fa<INT8, HD, 8>(p, sp, st); break;
+        case 4: launch_fa<INT8, HD, 4>(p, sp, st); break;
+        case 2: launch_fa<INT8, HD, 2>(p, sp, st); break;
+        default: launch_fa<INT8, HD, 1>(p, sp, st); break;
     }
 }
 
@@ -342,16 +371,36 @@ bool attention_mma_supported(const AttentionParams& p) {
     return p.n_tok > 1 && p.pos_dev == nullptr && (p.head_dim == 64 || p.head_dim == 128);
 }
 
-void launch_attention_mma(const AttentionParams& p, void* stream) {
+MmaSplit attention_mma_split(const AttentionParams& p, int sms) {
+    const int hb = fa_heads_per_block(p.n_head / p.n_head_kv), bq = FA_ROWS / hb;
+    const int blocks = p.n_head / hb * ((p.n_tok + bq - 1) / bq);
+    const int n_kv = p.pos0 + p.n_tok, tiles = (n_kv + FA_BK - 1) / FA_BK;
+    int64_t s = std::min({sms / blocks, tiles / FA_MIN_SPLIT_TILES, p.max_split});
+    const int64_t row_floats = static_cast<int64_t>(p.n_tok) * p.n_head * (p.head_dim + 2);
+    s = p.work == nullptr ? 0 : std::min<int64_t>(s, static_cast<int64_t>(p.work_floats) / row_floats);
+    if (s < 2) return {};
+    MmaSplit sp;
+    sp.per_split = static_cast<int>((tiles + s - 1) / s) * FA_BK;
+    sp.n_split = (n_kv + sp.per_split - 1) / sp.per_split;
+    return sp.n_split > 1 ? sp : MmaSplit{};
+}
+
+size_t attention_mma_work_floats(int head_dim, int sms) {
+    return static_cast<size_t>(sms) * FA_ROWS * (head_dim + 2);
+}
+
+void launch_attention_mma(const AttentionParams& p, const MmaSplit& sp, void* stream) {
     JLLM_ASSERT(attention_mma_supported(p));
+    JLLM_ASSERT(sp.n_split == 1 || (sp.per_split % FA_BK == 0 && p.work != nullptr &&
+                                    static_cast<size_t>(sp.n_split) * p.n_tok * p.n_head * (p.head_dim + 2) <= p.work_floats));
     const bool int8 = p.kv_type == KvType::Int8;
     cudaStream_t st = as_stream(stream);
     if (p.head_dim == 64) {
-        if (int8) launch_fa_heads<true, 64>(p, st);
-        else launch_fa_heads<false, 64>(p, st);
+        if (int8) launch_fa_heads<true, 64>(p, sp, st);
+        else launch_fa_heads<false, 64>(p, sp, st);
     } else {
-        if (int8) launch_fa_heads<true, 128>(p, st);
-        else launch_fa_heads<false, 128>(p, st);
+        if (int8) launch_fa_heads<true, 128>(p, sp, st);
+        else launch_fa_heads<false, 128>(p, sp, st);
     }
 }
 

@@ -118,8 +118,11 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     split_keys_ = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head), static_cast<int>(c_.n_head_kv),
                                              static_cast<int>(c_.head_dim), opt_.attention);
     max_split_ = std::min(opt_.attn_max_split, std::max(1, (n_ctx + split_keys_ - 1) / split_keys_));
-    attn_work_ = fbuf(cuda::attention_work_floats(1, static_cast<int>(c_.n_head), static_cast<int>(c_.head_dim),
-                                                  max_split_));
+    // The same buffer holds a short prefill's key splits (one wave of 128-row blocks).
+    attn_work_floats_ = std::max(cuda::attention_work_floats(1, static_cast<int>(c_.n_head),
+                                                             static_cast<int>(c_.head_dim), max_split_),
+                                 cuda::attention_mma_work_floats(static_cast<int>(c_.head_dim), cuda::device_sm_count()));
+    attn_work_ = fbuf(attn_work_floats_);
     tokens_dev_ = static_cast<int32_t*>(alloc(B * sizeof(int32_t)));
     argmax_dev_ = static_cast<int32_t*>(alloc(sizeof(int32_t)));
     argmax_work_ = alloc(cuda::argmax_work_bytes());

@@ -287,8 +287,11 @@ struct AttentionParams {
     // Decode (n_tok = 1) split over the KV length: the partial results go to `work`
     // ([n_tok][n_head][max_split][head_dim + 2] floats), then a combine kernel merges them.
     // Keys per split: max(ATTN_MIN_SPLIT_KEYS, the KV length / max_split rounded up to 32).
+    // The prefill attention on tensor cores splits the keys the same way where its grid is small
+    // (attention_mma_split), into at most work_floats floats of `work`, at most max_split splits.
     float* work = nullptr;
     int max_split = 0;  // 0 or 1: no split
+    size_t work_floats = 0;  // floats at `work`, read by the prefill split only (0: no prefill split)
     // Graph mode: pos0 is read from device memory at run time (CUDA-graph replay of a decode
     // step); the grid is then sized for max_split and unused splits exit at once.
     const int* pos_dev = nullptr;
@@ -335,7 +338,18 @@ bool attention_mma_supported(const AttentionParams& p);
 // Decode over the INT8 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q and
 // the probabilities rounded to fp16, sums in fp32), unless AttnChoice::kernel is Simt.
 bool attention_decode_tensor_cores(const AttentionParams& p);
-void launch_attention_mma(const AttentionParams& p, void* stream);
+// The tensor-core prefill's split of the keys (flash-decoding for query tiles), where its grid of
+// 128-row blocks leaves SMs idle: as many splits as fill one wave of blocks on `sms` SMs, of at
+// least 4 key tiles each, at most max_split and what work_floats holds; n_split 1: none. Each split
+// leaves its rows unnormalized in `work` and the decode attention's combine merges them.
+struct MmaSplit {
+    int n_split = 1;
+    int per_split = 0;  // keys per split, a multiple of the kernel's 64-key tile
+};
+MmaSplit attention_mma_split(const AttentionParams& p, int sms);
+// Work floats the prefill split needs at most on `sms` SMs (one wave of blocks of 128 rows).
+size_t attention_mma_work_floats(int head_dim, int sms);
+void launch_attention_mma(const AttentionParams& p, const MmaSplit& sp, void* stream);
 void attention_ref(const AttentionParams& p);  // host pointers
 
 // ---- greedy sampling: out[0] = index of the first maximum of x[n] ----

@@ -176,6 +176,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     ap.n_head_kv = qp.n_head_kv;
     ap.head_dim = qp.head_dim;
     ap.work = attn_work_;
+    ap.work_floats = attn_work_floats_;
     ap.max_split = capture_splits_ > 0 ? capture_splits_ : max_split_;
     ap.choice = opt_.attention;
     ap.out_q8 = q8 ? xq_ : nullptr;

@@ -31,8 +31,11 @@ constexpr double ATTN_FP32 = 2e-4;
 // The tensor-core INT8 decode (head_dim 128, 256) rounds only the probabilities to fp16 (Q in two
 // fp16 parts).
 constexpr double ATTN_DECODE_MMA = 1e-3;
-// The tensor-core prefill rounds Q and the probabilities to fp16 (relative 2^-11 each).
-constexpr double ATTN_PREFILL_MMA = 3e-3;
+// The tensor-core prefill rounds Q and the probabilities to fp16. Against the reference of the
+// fp16-rounded queries only the probabilities' rounding is left: relative 2^-11 (the output moves
+// by at most 2^-11 x max |v|), and below fp16's normal range steps of 2^-25 absolute per key,
+// which with these tests' random signs add far less than 1e-3 x max |v|.
+constexpr double ATTN_PREFILL_MMA = 2e-3;
 // The 8-bit output: within half a quantization step (d) of the reference output, plus the bound
 // above.
 constexpr float ATTN_Q8_STEPS = 0.5001f;
@@ -104,7 +107,12 @@ void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt199
     p.choice = choice;
     cuda::AttentionParams hp = p;
     point_attention(hp, q.data(), ref.data(), kc.data(), vc.data(), ks.data(), vs.data());
-    cuda::attention_ref(hp);
+    // The tensor-core prefill's queries as it rounds them (fp16): its reference (it takes the
+    // prefill's path when p, as launched below, is supported).
+    std::vector<float> q16(q.size()), ref16(q.size());
+    for (size_t i = 0; i < q.size(); ++i) q16[i] = to_f32(to_half(q[i]));
+    cuda::AttentionParams hp16 = hp;
+    point_attention(hp16, q16.data(), ref16.data(), kc.data(), vc.data(), ks.data(), vs.data());
 
     DevBuf<float> dq(q), dout(q.size());
     DevBuf<uint8_t> dkc(kc), dvc(vc);
@@ -119,6 +127,7 @@ void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt199
                     int8 ? dvs.get() : nullptr);
     dp.work = work.get();
     dp.max_split = c.max_split;
+    dp.work_floats = wf;
     DevBuf<int> dpos(std::vector<int>{c.pos0});
     if (c.pos_on_device) {
         dp.pos_dev = dpos.get();
@@ -133,6 +142,12 @@ void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt199
     const bool prefill_mma = choice.kernel == cuda::AttnKernel::Auto && cuda::attention_mma_supported(dp);
     const bool mma = prefill_mma || cuda::attention_decode_tensor_cores(dp);
     const double bound = (prefill_mma ? ATTN_PREFILL_MMA : mma ? ATTN_DECODE_MMA : ATTN_FP32) * vmax;
+    if (prefill_mma) {
+        cuda::attention_ref(hp16);
+        ref = ref16;
+    } else {
+        cuda::attention_ref(hp);
+    }
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], bound) << i << (mma ? " (tensor cores)" : "");
     if (c.q8_out) {
         const std::vector<uint8_t> h = dq8.download();
@@ -205,6 +220,58 @@ TEST(CudaOps, AttentionHeadsPerBlockOnHost) {
     }
 }
 
+// The tensor-core prefill's key splits (host code, no GPU): one wave of 128-row blocks, splits of
+// at least 4 tiles of 64 keys, within max_split and the work buffer; what the combine's split_plan
+// gives back.
+TEST(CudaOps, AttentionPrefillSplitOnHost) {
+    std::vector<float> dummy(1);
+    auto split = [&](int n_tok, int pos0, int n_head, int n_head_kv, int sms, int max_split = 256,
+                     size_t work = 0) {
+        cuda::AttentionParams p;
+        p.n_tok = n_tok;
+        p.pos0 = pos0;
+        p.n_head = n_head;
+        p.n_head_kv = n_head_kv;
+        p.head_dim = 128;
+        p.work = dummy.data();
+        p.max_split = max_split;
+        p.work_floats = work > 0 ? work : cuda::attention_mma_work_floats(128, sms);
+        return cuda::attention_mma_split(p, sms);
+    };
+    // qwen3-4b (32 / 8 heads: 4 heads x 32 tokens a block) on the H200's 132 SMs
+    cuda::MmaSplit s = split(33, 4096, 32, 8, 132);
+    EXPECT_EQ(s.n_split, 8);  // 16 blocks x 8
+    EXPECT_EQ(s.per_split, 9 * 64);
+    EXPECT_EQ(split(33, 16384, 32, 8, 132).n_split, 8);
+    EXPECT_EQ(split(5, 4096, 32, 8, 132).n_split, 13);  // a 5-token verification: 8 blocks x 16 of 320 keys, 13 used
+    EXPECT_EQ(split(512, 16384, 32, 8, 132).n_split, 1);  // 128 blocks: a wave already
+    EXPECT_EQ(split(33, 0, 32, 8, 132).n_split, 1);       // one key tile
+    EXPECT_EQ(split(33, 150, 32, 8, 132).n_split, 1);     // 3 tiles: fewer than 4 per split
+    EXPECT_EQ(split(33, 4096, 32, 8, 8).n_split, 1);      // the Orin's 8 SMs: 16 blocks fill them
+    EXPECT_EQ(split(33, 4096, 32, 8, 132, 3).n_split, 3);  // max_split (JLLM_CUDA_ATTN_SPLITS)
+    EXPECT_EQ(split(33, 4096, 32, 8, 132, 1).n_split, 1);
+    EXPECT_EQ(split(33, 4096, 32, 8, 132, 256, 33 * 32 * 130 * 2).n_split, 2);  // the work buffer
+    for (int n_tok : {2, 5, 33, 64, 100, 300}) {
+        for (int pos0 : {0, 100, 1000, 4095, 16384}) {
+            for (int sms : {8, 132}) {
+                for (int kv : {8, 2, 32}) {
+                    const cuda::MmaSplit sp = split(n_tok, pos0, 32, kv, sms);
+                    if (sp.n_split == 1) continue;
+                    const int n_kv = pos0 + n_tok;
+                    EXPECT_EQ(sp.per_split % 64, 0);
+                    EXPECT_GE(sp.per_split, 4 * 64);
+                    EXPECT_EQ(sp.n_split, (n_kv + sp.per_split - 1) / sp.per_split);
+                    // the combine's split_plan(n_kv, n_split, per_split) gives them back: keys per
+                    // split ceil(n_kv / n_split) in 32s, at least per_split
+                    const int plan = std::max(((n_kv + sp.n_split - 1) / sp.n_split + 31) / 32 * 32, sp.per_split);
+                    EXPECT_EQ(plan, sp.per_split);
+                    EXPECT_LE(static_cast<size_t>(sp.n_split) * n_tok * 32 * 130, cuda::attention_mma_work_floats(128, sms));
+                }
+            }
+        }
+    }
+}
+
 TEST(CudaOps, AttentionDecodeWarps) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(4242);
@@ -250,6 +317,12 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
             run_attn_case({kv, 128, 4, 2, 70, 10, 1}, choice, rng);                 // group 2, 2 query tiles
             run_attn_case({kv, 64, 16, 2, 40, 90, 1}, choice, rng);                 // group 8, 3 query tiles
             run_attn_case({kv, 128, 32, 2, 19, 150, 1, false, true}, choice, rng);  // group 16: 2 blocks of 8
+            // a short prefill at depth splits its keys across blocks (attention_mma_split on this
+            // device's SMs): splits past some rows' last keys, a last split short, 8-bit output
+            run_attn_case({kv, 128, 8, 2, 33, 1000, 64}, choice, rng);              // group 4, 2 token blocks
+            run_attn_case({kv, 64, 16, 2, 7, 3000, 64, false, true}, choice, rng);  // group 8, one block per KV head
+            run_attn_case({kv, 128, 6, 6, 40, 700, 8}, choice, rng);                // MHA, splits capped at 8
+            run_attn_case({kv, 128, 2, 2, 600, 8, 8}, choice, rng);  // a split past whole blocks and warps' first rows
             run_decode_shapes(kv, choice, rng);
         }
     }
