@@ -1,7 +1,8 @@
 // backend/cuda/attention.cu — causal grouped-query attention over the INT8 or FP16 KV cache:
 // launch_attention (the kernel it takes, the decode split plan, the Q/K/V post and the 8-bit
 // output around it), the generic SIMT kernel and the combine of split results. The group-shared
-// INT8 decode kernel is attention_decode.cu's, the tensor-core prefill attention_mma.cu's.
+// decode kernel (INT8, and FP16 at head_dim 128/256) is attention_decode.cu's, the tensor-core
+// prefill attention_mma.cu's.
 //
 // The generic kernel: a block serves one KV head and a tile of QT query tokens, its warps the
 // group's query heads x the tile's tokens (warp w: head hk * group + w % group, token
@@ -12,7 +13,7 @@
 // l+32, ... Causality: each warp stops at its own token's last position; the block loads up to
 // the furthest one.
 // Decode splits the KV length into up to max_split ranges (grid z) of >= ATTN_MIN_SPLIT_KEYS keys
-// (>= one chunk, 32 x warps keys, for the group-shared INT8 decode kernel); each split
+// (>= one chunk, 32 x warps keys, for the group-shared decode kernel); each split
 // writes its unnormalized (m, l, acc) per head to the work buffer and kernel_attention_combine
 // merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU backend computes them.
 #include <algorithm>

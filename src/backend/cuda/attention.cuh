@@ -1,5 +1,5 @@
 // backend/cuda/attention.cuh — what attention.cu (launch_attention, the generic kernel, the
-// combine) and attention_decode.cu (the group-shared INT8 decode kernel) share: the decode split
+// combine) and attention_decode.cu (the group-shared decode kernel) share: the decode split
 // plan, which the host and every kernel compute alike, and the decode kernel's entry points.
 #pragma once
 
@@ -21,8 +21,8 @@ __host__ __device__ __forceinline__ void split_plan(int n_kv, int max_split, int
     *n_used = (n_kv + per - 1) / per;
 }
 
-// Whether launch_attention takes the group-shared decode kernel: one token over the INT8 cache,
-// AttnKernel::Auto, and heads it serves.
+// Whether launch_attention takes the group-shared decode kernel: one token over the INT8 cache (or
+// the FP16 cache at head_dim 128 and 256), AttnKernel::Auto, and heads it serves.
 bool use_grouped_decode(int n_tok, KvType kv, int group, int head_dim, const AttnChoice& choice);
 
 // The group-shared decode kernel over n_split splits of at least min_keys keys (its chunk: 32 x

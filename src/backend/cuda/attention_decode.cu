@@ -1,16 +1,18 @@
-// backend/cuda/attention_decode.cu — single-token decode attention over the INT8 cache by the
-// group-shared kernel, its heads-per-block plan (attention_decode_heads) and its launch; the split
-// plan and the combine of its split results are attention.cu's.
+// backend/cuda/attention_decode.cu — single-token decode attention by the group-shared kernel
+// (INT8 cache; FP16 cache at head_dim 128 and 256), its heads-per-block plan
+// (attention_decode_heads) and its launch; the split plan and the combine of its split results are
+// attention.cu's.
 //
-// Decode (one token) over the INT8 cache with the keys spread over the warps and the group's
+// Decode (one token) with the keys spread over the warps and the group's
 // query heads sharing each key's conversion: block = (KV head, split) of W warps; the split goes
 // through in chunks of 32 W keys, warp w taking keys 32 w .. 32 w + 31 of a chunk. A chunk's K
 // and V rows are copied raw into shared memory by cp.async. Each warp keeps an online softmax
-// (m, l) and an accumulator per head over its own keys, with the int8 -> number work of a key
+// (m, l) and an accumulator per head over its own keys, with the conversion work of a key
 // done once for all G heads; the warps' states meet in shared memory at the end (reusing the
 // K/V area); the result is the normalized output without a split, else (acc, m, l) per split
 // for the combine, as the other kernels write it. The scores and the weighted V sum run either
-// on tensor cores (head_dim 128 and 256: GroupedMma) or on the fp32 units (head_dim 64: GroupedSimt).
+// on tensor cores (head_dim 128 and 256: GroupedMma, INT8 or FP16 rows) or on the fp32 units
+// (head_dim 64, INT8: GroupedSimt).
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -64,12 +66,14 @@ __host__ __device__ constexpr int gs_pad4(int g) { return (g + 3) / 4 * 4; }
 // least eight 16-byte units, which its swizzle permutes).
 __host__ __device__ constexpr bool grouped_uses_mma(int head_dim) { return head_dim % 128 == 0; }
 
-// Shared memory: K and V chunks [chunk][RS] bytes, their scales [chunk] f32 each, the queries
-// [G][HD] f32, then the probabilities: [chunk][pad4(G)] f32 (SIMT) or [G][chunk] fp16 (MMA).
-size_t grouped_decode_smem_bytes(int warps, int group, int head_dim) {
+// Shared memory: K and V chunks [chunk][RS] bytes, their scales [chunk] f32 each (INT8; unused
+// for FP16), the queries [G][HD] f32, then the probabilities: [chunk][pad4(G)] f32 (SIMT) or
+// [G][chunk] fp16 (MMA).
+size_t grouped_decode_smem_bytes(int warps, int group, int head_dim, KvType kv) {
     const size_t chunk = static_cast<size_t>(warps) * WARP, hd = static_cast<size_t>(head_dim);
     const size_t common = 2 * chunk * sizeof(float) + group * hd * sizeof(float);
-    if (grouped_uses_mma(head_dim)) return 2 * chunk * hd + common + group * chunk * sizeof(uint16_t);
+    const size_t row = hd * (kv == KvType::Fp16 ? 2 : 1);
+    if (grouped_uses_mma(head_dim)) return 2 * chunk * row + common + group * chunk * sizeof(uint16_t);
     return 2 * chunk * (hd + 16) + common + chunk * gs_pad4(group) * sizeof(float);
 }
 
@@ -80,7 +84,7 @@ size_t grouped_decode_smem_bytes(int warps, int group, int head_dim) {
 // with the key's weights (V scale folded in), which the scoring lanes left in shared memory.
 template <int G, int DPL>
 struct GroupedSimt {
-    static constexpr int HD = DPL * WARP, RS = HD + 16, GP = gs_pad4(G), UNITS = HD / 16;
+    static constexpr int HD = DPL * WARP, RS = HD + 16, GP = gs_pad4(G), UNITS = HD / 16;  // UNITS: per cached row
     float m[G], l[G], acc[G][DPL];
 
     __device__ static int unit_at(int /*row*/, int c) { return c; }
@@ -215,17 +219,24 @@ struct GroupedSimt {
 //   rows. C: those dims x heads 2t, 2t+1.
 // The rows are HD bytes; unit c (16 bytes) of row j is stored at unit c ^ swz(j), which keeps
 // both patterns' 16-byte reads (eight lanes per phase) on distinct banks.
-template <int G, int HD>
+// F16: the FP16 cache. Its rows are 2 HD bytes and its values go to the fragments as they are
+// (no scales: the keys' scale is 1 and vref stays 1); a lane reads the 32 bytes of the same dims
+// (two units: 2c and 2c + 1 of the INT8 pattern's unit c), and the 128-byte bank period holds
+// half a row, so the swizzle is unit c ^ swz16(j): rows j and j + 1 on the odd / even units of
+// the scores' reads, the V reads' four keys on four distinct pairs of units.
+template <int G, int HD, bool F16 = false>
 struct GroupedMma {
     static_assert(G <= 4, "a query's two parts take two of the eight columns");
-    static constexpr int RS = HD, KS = HD / 16, NU = HD / 128;
+    static constexpr int RS = HD * (F16 ? 2 : 1), UNITS = RS / 16, KS = HD / 16, NU = HD / 128;
     uint32_t qf[KS][2];  // the queries' B fragments (column g: head g's hi part, g - 4's lo part)
     float qsc[2];        // the largest |q| of heads 2 (t & 1), + 1
     float m[2], l[2];    // heads 2 (t & 1), + 1 (lanes t and t ^ 2 hold the same)
     float vref;          // the probabilities' scale: the largest V scale seen
     float acc[KS][4];    // V m-tile KS: (dim, head 2t), (dim, 2t+1), (dim + 1, 2t), (dim + 1, 2t+1), / vref
 
-    __device__ static int swz(int row) { return ((row & 1) << 2) | (row & 2); }
+    __device__ static int swz(int row) {
+        return F16 ? (row & 1) | ((row & 2) << 1) : ((row & 1) << 2) | (row & 2);
+    }
     __device__ static int unit_at(int row, int c) { return c ^ swz(row); }
 
     __device__ void init() {
@@ -277,16 +288,35 @@ struct GroupedMma {
             const int8_t* k1 = k0 + 8 * RS;
 #pragma unroll
             for (int q4 = 0; q4 < HD / 64; ++q4) {
-                const int at = unit_at(r0, 4 * q4 + t) * 16;  // rows r0 and r0 + 8 swizzle alike
-                const uint4 w0 = *reinterpret_cast<const uint4*>(k0 + at);
-                const uint4 w1 = *reinterpret_cast<const uint4*>(k1 + at);
-                const uint32_t x0[4] = {w0.x ^ 0x80808080u, w0.y ^ 0x80808080u, w0.z ^ 0x80808080u, w0.w ^ 0x80808080u};
-                const uint32_t x1[4] = {w1.x ^ 0x80808080u, w1.y ^ 0x80808080u, w1.z ^ 0x80808080u, w1.w ^ 0x80808080u};
+                if constexpr (F16) {
+                    // dims 64 q4 + 16 t .. + 15 of rows r0 and r0 + 8: k step w's dims 4w .. 4w + 3
+                    // are words 2w and 2w + 1 of the 32 bytes
+                    const int u0 = 2 * (4 * q4 + t);
+                    const uint4 a0 = *reinterpret_cast<const uint4*>(k0 + unit_at(r0, u0) * 16);
+                    const uint4 a1 = *reinterpret_cast<const uint4*>(k0 + unit_at(r0, u0 + 1) * 16);
+                    const uint4 b0 = *reinterpret_cast<const uint4*>(k1 + unit_at(r0, u0) * 16);
+                    const uint4 b1 = *reinterpret_cast<const uint4*>(k1 + unit_at(r0, u0 + 1) * 16);
+                    const uint32_t x0[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                    const uint32_t x1[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-                for (int w = 0; w < 4; ++w) {
-                    const uint32_t a[4] = {i8x2_to_h2<0x4140>(x0[w]), i8x2_to_h2<0x4140>(x1[w]),
-                                           i8x2_to_h2<0x4342>(x0[w]), i8x2_to_h2<0x4342>(x1[w])};
-                    mma_16816(c[mt], a, qf[4 * q4 + w][0], qf[4 * q4 + w][1]);
+                    for (int w = 0; w < 4; ++w) {
+                        const uint32_t a[4] = {x0[2 * w], x1[2 * w], x0[2 * w + 1], x1[2 * w + 1]};
+                        mma_16816(c[mt], a, qf[4 * q4 + w][0], qf[4 * q4 + w][1]);
+                    }
+                } else {
+                    const int at = unit_at(r0, 4 * q4 + t) * 16;  // rows r0 and r0 + 8 swizzle alike
+                    const uint4 w0 = *reinterpret_cast<const uint4*>(k0 + at);
+                    const uint4 w1 = *reinterpret_cast<const uint4*>(k1 + at);
+                    const uint32_t x0[4] = {w0.x ^ 0x80808080u, w0.y ^ 0x80808080u, w0.z ^ 0x80808080u,
+                                            w0.w ^ 0x80808080u};
+                    const uint32_t x1[4] = {w1.x ^ 0x80808080u, w1.y ^ 0x80808080u, w1.z ^ 0x80808080u,
+                                            w1.w ^ 0x80808080u};
+#pragma unroll
+                    for (int w = 0; w < 4; ++w) {
+                        const uint32_t a[4] = {i8x2_to_h2<0x4140>(x0[w]), i8x2_to_h2<0x4140>(x1[w]),
+                                               i8x2_to_h2<0x4342>(x0[w]), i8x2_to_h2<0x4342>(x1[w])};
+                        mma_16816(c[mt], a, qf[4 * q4 + w][0], qf[4 * q4 + w][1]);
+                    }
                 }
             }
         }
@@ -304,8 +334,8 @@ struct GroupedMma {
         for (int i = 0; i < 4; ++i) {
             const int j = j0 + 16 * (i / 2) + 8 * (i % 2) + g;
             valid[i] = j < n_keys;
-            kscale[i] = valid[i] ? ksc[j] * inv_sqrt : 0.0f;
-            vv[i] = valid[i] ? vsc[j] : 0.0f;
+            kscale[i] = valid[i] ? (F16 ? 1.0f : ksc[j]) * inv_sqrt : 0.0f;
+            vv[i] = valid[i] ? (F16 ? 1.0f : vsc[j]) : 0.0f;
             vmax = fmaxf(vmax, vv[i]);
         }
 #pragma unroll
@@ -365,6 +395,27 @@ struct GroupedMma {
             const int8_t* v0 = vs + (j0 + 16 * kk + t) * RS;  // keys t + 4 e: rows 4 RS apart
 #pragma unroll
             for (int u = 0; u < NU; ++u) {
+                if constexpr (F16) {
+                    // dims 16 (g + 8 u) .. + 15 of keys t + 4 e (units 2 (g + 8 u), + 1; every key
+                    // t + 4 e swizzles as t): m-tile i's dims 2i, 2i + 1 are word i of each key
+                    const int uc = 2 * (g + 8 * u);
+                    uint32_t x[4][8];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const uint4 w0 = *reinterpret_cast<const uint4*>(v0 + 4 * e * RS + unit_at(t, uc) * 16);
+                        const uint4 w1 = *reinterpret_cast<const uint4*>(v0 + 4 * e * RS + unit_at(t, uc + 1) * 16);
+                        x[e][0] = w0.x, x[e][1] = w0.y, x[e][2] = w0.z, x[e][3] = w0.w;
+                        x[e][4] = w1.x, x[e][5] = w1.y, x[e][6] = w1.z, x[e][7] = w1.w;
+                    }
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        // (dim, keys t and t + 4), (dim + 1, ..), (dim, keys t + 8, t + 12), (dim + 1, ..)
+                        const uint32_t a[4] = {__byte_perm(x[0][i], x[1][i], 0x5410), __byte_perm(x[0][i], x[1][i], 0x7632),
+                                               __byte_perm(x[2][i], x[3][i], 0x5410), __byte_perm(x[2][i], x[3][i], 0x7632)};
+                        mma_16816(acc[8 * u + i], a, b.x, b.y);
+                    }
+                    continue;
+                }
                 const int at = unit_at(t, g + 8 * u) * 16;  // every key t + 4 e swizzles as t
                 uint32_t x[4][4];
 #pragma unroll
@@ -418,13 +469,15 @@ struct GroupedMma {
 // back (the barrier at the top of the chunk loop orders the two). Where several blocks share a KV
 // head (G below the group) each of them computes and stores the same bytes, so each reads back
 // its own store whatever the others' timing.
-template <int G, int DPL, bool POST>
+// F16: the FP16 cache (tensor-core head sizes only), no scales.
+template <int G, int DPL, bool POST, bool F16>
 __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
     kernel_attention_decode_grouped(AttentionParams p, int n_split, int min_keys, QkvPostParams pp) {
-    constexpr int HD = DPL * WARP, UNITS = HD / 16;
+    constexpr int HD = DPL * WARP;
     constexpr bool MMA = grouped_uses_mma(HD);
-    using State = std::conditional_t<MMA, GroupedMma<G, HD>, GroupedSimt<G, DPL>>;
-    constexpr int RS = State::RS;
+    static_assert(MMA || !F16, "the FP16 cache: tensor-core head sizes");
+    using State = std::conditional_t<MMA, GroupedMma<G, HD, F16>, GroupedSimt<G, DPL>>;
+    constexpr int RS = State::RS, UNITS = State::UNITS;  // units of a cached row (16 bytes)
     extern __shared__ __align__(16) uint8_t smem[];
     const int n_warps = blockDim.x / WARP, chunk = n_warps * WARP;
     int8_t* ks = reinterpret_cast<int8_t*>(smem);         // [chunk][RS]
@@ -481,18 +534,24 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
             // Thread x copies unit x % UNITS of rows x / UNITS, + rpr, ... (blockDim is a multiple
             // of UNITS): the source steps by rpr positions.
             const int rpr = blockDim.x / UNITS, c = threadIdx.x % UNITS;
-            const int64_t step = static_cast<int64_t>(rpr) * p.n_head_kv * HD;
+            const int64_t step = static_cast<int64_t>(rpr) * p.n_head_kv * UNITS * 16;
             int j = threadIdx.x / UNITS;
-            int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * HD + c * 16;
+            int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * UNITS * 16 + c * 16;
             for (; j < n_keys; j += rpr, off += step) {
                 const int at = j * RS + State::unit_at(j, c) * 16;
                 cp_async16(ks + at, kc + off);
                 cp_async16(vs + at, vc + off);
             }
+            // FP16: a partial chunk's V rows past its keys as zeros. Their probabilities are 0, but
+            // what an earlier kernel left in shared memory may be NaN or infinity as fp16, and
+            // 0 x NaN is NaN in the sums (any byte is a finite int8).
+            if constexpr (F16) {
+                for (; j < chunk; j += rpr) *reinterpret_cast<uint4*>(vs + j * RS + State::unit_at(j, c) * 16) = uint4{};
+            }
         }
         // One key's scales per thread (a chunk is blockDim keys), stored after the queries'
         // fragments are made: their loads are in flight meanwhile.
-        const bool has_key = static_cast<int>(threadIdx.x) < n_keys;
+        const bool has_key = !F16 && static_cast<int>(threadIdx.x) < n_keys;
         Half kraw{}, vraw{};
         if (has_key) {
             const int64_t si = static_cast<int64_t>(base + threadIdx.x) * p.n_head_kv + hk;
@@ -606,7 +665,7 @@ template <int G>
 void launch_grouped_decode_heads(const AttentionParams& p, int n_split, int min_keys, const QkvPostParams* post,
                         void* stream) {
     const int warps = min_keys / WARP;
-    const size_t smem = grouped_decode_smem_bytes(warps, G, p.head_dim);
+    const size_t smem = grouped_decode_smem_bytes(warps, G, p.head_dim, p.kv_type);
     const dim3 grid(static_cast<unsigned>(p.n_head / G), 1, static_cast<unsigned>(n_split));
     const QkvPostParams pp = post ? *post : QkvPostParams{};
     auto launch = [&](auto kernel) {
@@ -615,9 +674,17 @@ void launch_grouped_decode_heads(const AttentionParams& p, int n_split, int min_
     };
     auto by_dim = [&](auto post_tag) {
         constexpr bool POST = decltype(post_tag)::value;
-        if (p.head_dim == 64) launch(kernel_attention_decode_grouped<G, 2, POST>);
-        else if (p.head_dim == 128) launch(kernel_attention_decode_grouped<G, 4, POST>);
-        else launch(kernel_attention_decode_grouped<G, 8, POST>);
+        if (p.kv_type == KvType::Fp16) {
+            JLLM_ASSERT(grouped_uses_mma(p.head_dim));
+            if (p.head_dim == 128) launch(kernel_attention_decode_grouped<G, 4, POST, true>);
+            else launch(kernel_attention_decode_grouped<G, 8, POST, true>);
+        } else if (p.head_dim == 64) {
+            launch(kernel_attention_decode_grouped<G, 2, POST, false>);
+        } else if (p.head_dim == 128) {
+            launch(kernel_attention_decode_grouped<G, 4, POST, false>);
+        } else {
+            launch(kernel_attention_decode_grouped<G, 8, POST, false>);
+        }
     };
     if constexpr (G + 2 <= GROUPED_MAX_WARPS || G == 4) {  // attention_decode_heads folds the post in for these only
         if (post) by_dim(std::true_type{});
@@ -632,8 +699,8 @@ void launch_grouped_decode_heads(const AttentionParams& p, int n_split, int min_
 }  // namespace
 
 bool use_grouped_decode(int n_tok, KvType kv, int group, int head_dim, const AttnChoice& choice) {
-    return n_tok == 1 && kv == KvType::Int8 && choice.kernel == AttnKernel::Auto &&
-           grouped_decode_supported(group, head_dim);
+    const bool kv_ok = kv == KvType::Int8 || (kv == KvType::Fp16 && grouped_uses_mma(head_dim));
+    return n_tok == 1 && kv_ok && choice.kernel == AttnKernel::Auto && grouped_decode_supported(group, head_dim);
 }
 
 // hb: query heads per block (attention_decode_heads).

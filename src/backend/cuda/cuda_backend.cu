@@ -114,7 +114,7 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     if (xh_bytes > 0) xh_ = static_cast<uint16_t*>(alloc(xh_bytes));
     release_graphs();  // they point into the buffers being replaced
     // Decode attention splits: one split per attention_split_keys keys of the context (a 32-key
-    // tile, or a chunk of the INT8 decode kernel) up to CudaOptions::attn_max_split of them.
+    // tile, or a chunk of the group-shared decode kernel) up to CudaOptions::attn_max_split of them.
     split_keys_ = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head), static_cast<int>(c_.n_head_kv),
                                              static_cast<int>(c_.head_dim), opt_.attention);
     max_split_ = std::min(opt_.attn_max_split, std::max(1, (n_ctx + split_keys_ - 1) / split_keys_));

@@ -261,9 +261,9 @@ void qkv_post_ref(const QkvPostParams& p);  // host pointers throughout
 
 // ---- causal grouped-query attention over the layer cache ----
 // Which kernels launch_attention may choose (CudaOptions: measurement knobs; the defaults are
-// what the engine runs). Simt: the fp32 SIMT kernels only (no tensor-core prefill, no INT8
-// decode kernel), for comparisons. decode_warps: warps per block of the INT8 decode kernel (1, 2
-// or 4; 32 x warps keys per chunk and at least per split).
+// what the engine runs). Simt: the fp32 SIMT kernels only (no tensor-core prefill, no group-shared
+// decode kernel), for comparisons. decode_warps: warps per block of the group-shared decode kernel
+// (1, 2 or 4; 32 x warps keys per chunk and at least per split).
 enum class AttnKernel { Auto, Simt };
 constexpr int ATTN_DECODE_WARPS_DEFAULT = 4;
 struct AttnChoice {
@@ -308,15 +308,15 @@ struct AttentionParams {
     const QkvPostParams* post = nullptr;
     AttnChoice choice;
 };
-// Decode attention splits of the generic kernel: one 32-key tile at least. The group-shared INT8
-// decode kernel (head_dim 64/128/256, 1, 2, 3, 4, 6 or 8 query heads per KV head) takes one chunk
-// of 32 x AttnChoice::decode_warps keys at least.
+// Decode attention splits of the generic kernel: one 32-key tile at least. The group-shared
+// decode kernel (INT8 cache with head_dim 64/128/256, FP16 cache with 128/256; 1, 2, 3, 4, 6 or 8
+// query heads per KV head) takes one chunk of 32 x AttnChoice::decode_warps keys at least.
 constexpr int ATTN_MIN_SPLIT_KEYS = 32;
 constexpr int ATTN_MAX_SPLIT = 256;
 // Fewest keys per decode split of the kernel launch_attention picks for these heads (sizes the
 // engine's max_split: the KV capacity over this).
 int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim, const AttnChoice& choice);
-// Query heads per block of the group-shared INT8 decode kernel, and whether it folds in the Q/K/V
+// Query heads per block of the group-shared decode kernel, and whether it folds in the Q/K/V
 // post: the group (one block per KV head and split) where the post folds in that way (group + 2 <=
 // its warps); else halved until a block's heads, K and V take one round of its warps (the post
 // folds in: several blocks per KV head, each scoring fewer heads over the same keys). Then, where
@@ -335,8 +335,8 @@ void launch_attention(const AttentionParams& p, void* stream);
 // Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores
 // (attention_mma.cu: Q and P rounded to fp16, sums in fp32) unless AttnChoice::kernel is Simt.
 bool attention_mma_supported(const AttentionParams& p);
-// Decode over the INT8 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q and
-// the probabilities rounded to fp16, sums in fp32), unless AttnChoice::kernel is Simt.
+// Decode over the INT8 or FP16 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q
+// and the probabilities rounded to fp16, sums in fp32), unless AttnChoice::kernel is Simt.
 bool attention_decode_tensor_cores(const AttentionParams& p);
 // The tensor-core prefill's split of the keys (flash-decoding for query tiles), where its grid of
 // 128-row blocks leaves SMs idle: as many splits as fill one wave of blocks on `sms` SMs, of at
