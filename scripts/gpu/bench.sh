@@ -12,11 +12,20 @@
 #             tests in one process, as a request runs), -p 0 -n 128 -r 5 (tg128 in a process of its
 #             own, as llama-bench runs each test), then -d 4096 -p 0 -n 128 -r 3, with the measured
 #             copy bandwidth as the reference (--bw)
+#   depth     qwen3-4b with 4,096 and 16,384 positions already cached: -p 33,512 -n 128
+#             -d 4096,16384 -r 3, INT8 KV, then FP16 KV (JLLM_BENCH_DEPTH=0 leaves it out)
+#   peer      with JLLM_BENCH_LLAMA=PATH (a llama-bench built with CUDA): after each of our runs
+#             above but the tg-alone and -d 4096 ones, llama-bench -ngl 99 -fa 1 on the same file
+#             and tests (-r 5; the depth runs -r 3 with -ctk/-ctv q8_0 against our INT8 KV, f16
+#             against our FP16), so every ratio of the side-by-side table comes from this call
 # Raw outputs and summary.md go to OUTDIR; the summary is printed last. A failing step is
 # reported and the rest continue; the exit status is 1 if any step failed.
-# Environment: JLLM_GPU_BUILD (build-gpu), JLLM_BENCH_MODELS, JLLM_BENCH_STEP_TIMEOUT (seconds
-# per step, 240; the build: JLLM_BENCH_BUILD_TIMEOUT, 480), JLLM_BENCH_KERNEL_ARGS (extra jllm-bench-kernels flags), JLLM_TOKENIZER_DIR,
-# JLLM_BENCH_COMMIT (when the copy has no .git).
+# Environment: JLLM_GPU_BUILD (build-gpu), JLLM_BENCH_MODELS, JLLM_BENCH_PRESETS (models, default
+# "qwen3-0.6b qwen3-4b"), JLLM_BENCH_STEP_TIMEOUT (seconds per step, 240; the build:
+# JLLM_BENCH_BUILD_TIMEOUT, 480), JLLM_BENCH_KERNEL_ARGS (extra jllm-bench-kernels flags),
+# JLLM_BENCH_KERNELS=0 (no kernel step: ANCHORS.md's copy bandwidth is the reference),
+# JLLM_BENCH_DEPTH, JLLM_BENCH_LLAMA, JLLM_TOKENIZER_DIR, JLLM_BENCH_COMMIT (when the copy has no
+# .git).
 set -uo pipefail
 
 outdir=${1:?usage: scripts/gpu/bench.sh OUTDIR}
@@ -30,7 +39,12 @@ models=${JLLM_BENCH_MODELS:-/tmp/jllm-models}
 limit=${JLLM_BENCH_STEP_TIMEOUT:-240}
 step_limit=$limit
 threads=$(nproc)
-presets=(qwen3-0.6b qwen3-4b)
+read -r -a presets <<< "${JLLM_BENCH_PRESETS:-qwen3-0.6b qwen3-4b}"
+llama=${JLLM_BENCH_LLAMA:-}
+if [[ -n "$llama" && ! -x "$llama" ]]; then
+    echo "bench.sh: JLLM_BENCH_LLAMA=$llama is not an executable" >&2
+    exit 2
+fi
 kern="$build/bench/cuda_kernels/jllm-bench-kernels"
 bench="$build/apps/bench/jllm-bench"
 synth="$build/apps/synth/jllm-synth"
@@ -44,7 +58,8 @@ declare -A anchor=(
 ANCHOR_COPY_GBPS=4242
 
 # Raw outputs of an earlier run in the same OUTDIR would pass for this run's where a step is skipped.
-rm -f "$outdir"/bench-*.json "$outdir"/kernels.md "$outdir"/kernels.json "$outdir"/summary.md
+rm -f "$outdir"/bench-*.json "$outdir"/depth-*.json "$outdir"/peer-*.jsonl "$outdir"/kernels.md "$outdir"/kernels.json \
+    "$outdir"/summary.md
 
 steps=()  # rows of the steps table
 failed=0
@@ -112,7 +127,9 @@ gpu_line=$(sed -n 2p "$outdir/nvidia-smi.csv")
 
 # ---- kernels (first: its copy bandwidth is the reference of the model rows)
 copy_bw=""
-if [[ -x "$kern" ]]; then
+if [[ "${JLLM_BENCH_KERNELS:-1}" == 0 ]]; then
+    steps+=("| kernels | skipped (JLLM_BENCH_KERNELS=0) | 0 |")
+elif [[ -x "$kern" ]]; then
     # shellcheck disable=SC2086  # JLLM_BENCH_KERNEL_ARGS is a list of flags
     run_step kernels "$outdir/kernels.md" "$outdir/kernels.log" \
         "$kern" --json "$outdir/kernels.json" --ntok 1,4 ${JLLM_BENCH_KERNEL_ARGS:-}
@@ -163,6 +180,8 @@ for p in "${presets[@]}"; do
     fi
     run_step "bench $p" "$outdir/bench-$p.json" "$outdir/bench-$p.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -p 33,512 -n 128 -r 5 -o json --bw "$bw"
+    [[ -n "$llama" ]] && run_step "peer $p" "$outdir/peer-$p.jsonl" "$outdir/peer-$p.log" \
+        "$llama" -m "${model_file[$p]}" -ngl 99 -fa 1 -p 33,512 -n 128 -r 5 -o jsonl
     run_step "bench $p tg alone" "$outdir/bench-$p-tg.json" "$outdir/bench-$p-tg.log" \
         "$bench" --device cuda -m "${model_file[$p]}" -p 0 -n 128 -r 5 -o json --bw "$bw"
     # The depth run's process as nvidia-smi sees it (device memory with the CUDA context), sampled
@@ -181,6 +200,21 @@ for p in "${presets[@]}"; do
     kill "$sampler" 2> /dev/null
     wait "$sampler" 2> /dev/null
 done
+# ---- depth: qwen3-4b at 4,096 and 16,384 cached positions, INT8 then FP16 KV, each followed by
+# the peer's run with its like-for-like cache (q8_0, f16)
+declare -A peer_kv=([int8]=q8_0 [fp16]=f16)
+deep=${model_file[qwen3-4b]:-}
+if [[ "${JLLM_BENCH_DEPTH:-1}" != 0 && -n "$deep" && -x "$bench" ]]; then
+    for kv in int8 fp16; do
+        run_step "depth qwen3-4b $kv" "$outdir/depth-$kv.json" "$outdir/depth-$kv.log" \
+            "$bench" --device cuda -m "$deep" --kv-type "$kv" -p 33,512 -n 128 -d 4096,16384 -r 3 -o json --bw "$bw"
+        [[ -n "$llama" ]] && run_step "peer depth ${peer_kv[$kv]}" "$outdir/peer-depth-$kv.jsonl" \
+            "$outdir/peer-depth-$kv.log" "$llama" -m "$deep" -ngl 99 -fa 1 -ctk "${peer_kv[$kv]}" -ctv "${peer_kv[$kv]}" \
+            -p 33,512 -n 128 -d 4096,16384 -r 3 -o jsonl
+    done
+elif [[ "${JLLM_BENCH_DEPTH:-1}" != 0 ]]; then
+    skip_step "depth qwen3-4b" "no qwen3-4b file or no jllm-bench"
+fi
 nvidia-smi --query-gpu="$clock_query" --format=csv > "$outdir/clocks-after.csv" 2>&1
 
 # ---- summary
@@ -212,7 +246,7 @@ gate() {  # LABEL VALUE OP LIMIT
     awk -v l="$1" -v v="$2" -v op="$3" -v g="$4" 'BEGIN {
         if (v == "") { printf "- %s: not measured (gate %s %s)\n", l, op, g; exit }
         ok = (op == ">=") ? (v >= g) : (v <= g)
-        printf "- %s: %.1f (gate %s %s): %s\n", l, v, op, g, ok ? "met" : "NOT met" }'
+        printf "- %s: " (v < 100 ? "%.2f" : "%.1f") " (gate %s %s): %s\n", l, v, op, g, ok ? "met" : "NOT met" }'
 }
 tg0=$(json_field "$outdir/bench-qwen3-4b.json" tg128 tps_median)
 tgd=$(json_field "$outdir/bench-qwen3-4b-d4096.json" "tg128 @ d4096" tps_median)
@@ -243,6 +277,38 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     echo "llama.cpp: f16 KV, flash attention; its depth row is q8_0 KV (the INT8-KV counterpart)." \
         "tg128 runs after the pp33/pp512 tests in one process (as a request: a prefill first);" \
         "tg128 alone in a process of its own (llama-bench runs every test on a fresh context)."
+    echo
+    peer_note="not run (JLLM_BENCH_LLAMA unset)"
+    [[ -n "$llama" ]] && peer_note="in this call: $llama"
+    echo "## Side by side (llama.cpp $peer_note)"
+    echo
+    echo "ours: the runs above and the depth runs (-p 33,512 -n 128 -d 4096,16384 -r 3 --kv-type int8|fp16);" \
+        "llama.cpp: llama-bench -ngl 99 -fa 1 on the same files right after each of ours (-r 5, depth -r 3 with" \
+        "-ctk/-ctv q8_0 | f16); tok/s (ours: median; llama-bench: its average)."
+    echo
+    echo "| model | test | KV (ours vs llama.cpp) | ours | llama.cpp | ours / llama.cpp |"
+    echo "|---|---|---|---:|---:|---:|"
+    for p in "${presets[@]}"; do
+        [[ -s "$outdir/bench-$p.json" ]] &&
+            python3 scripts/gpu/peer_rows.py "$p" "INT8 vs f16" "$outdir/bench-$p.json" "$outdir/peer-$p.jsonl"
+    done
+    for kv in int8 fp16; do
+        [[ -s "$outdir/depth-$kv.json" ]] &&
+            python3 scripts/gpu/peer_rows.py qwen3-4b "${kv^^} vs ${peer_kv[$kv]}" "$outdir/depth-$kv.json" \
+                "$outdir/peer-depth-$kv.jsonl"
+    done
+    echo
+    echo "## Issue-38 gates (qwen3-4b q4_k_m; ratios only where llama.cpp ran in this call)"
+    echo
+    peer_ratio() {  # OURS.json PEER.jsonl TEST: ours / llama.cpp's, or nothing
+        [[ -s "$1" && -s "$2" ]] || return 0
+        python3 scripts/gpu/peer_rows.py m k "$1" "$2" | awk -F'|' -v t=" $3 " '$3 == t { r = $7; gsub(/[ x]/, "", r); if (r != "—") print r }'
+    }
+    gate "pp512 @ d16384, INT8 vs q8_0, x llama.cpp" "$(peer_ratio "$outdir/depth-int8.json" "$outdir/peer-depth-int8.jsonl" "pp512 @ d16384")" ">=" 1.3
+    gate "pp512 @ d4096, INT8 vs q8_0, x llama.cpp" "$(peer_ratio "$outdir/depth-int8.json" "$outdir/peer-depth-int8.jsonl" "pp512 @ d4096")" ">=" 1.3
+    gate "tg128 @ d4096, FP16 vs f16, x llama.cpp" "$(peer_ratio "$outdir/depth-fp16.json" "$outdir/peer-depth-fp16.jsonl" "tg128 @ d4096")" ">=" 1.6
+    gate "pp512 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp512 tps_median)" ">=" 20000
+    gate "tg128 tok/s" "$tg0" ">=" 850
     echo
     echo "## Issue-8 gates (qwen3-4b q4_k_m)"
     echo
