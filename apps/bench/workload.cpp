@@ -2,8 +2,9 @@
 // One engine per --spec mode (the draft model loaded where the mode uses it), every prompt of
 // the file generated greedily by each mode in turn (same run, alternating, the cache cleared
 // before each: the model's and the draft model's), decode rate, TTFT and the drafters' counts
-// summed per kind of prompt; each mode's output compared token for token with `off`'s (greedy
-// output must not change).
+// summed per kind of prompt, then per group of kinds (a prompt's optional "group": the workloads
+// issue 35 names, tool-call / home-assistant answers and free text); each mode's output compared
+// token for token with `off`'s (greedy output must not change).
 #include "workload.h"
 
 #include <nlohmann/json.hpp>
@@ -20,7 +21,7 @@ namespace jllm::bench {
 namespace {
 
 struct Prompt {
-    std::string name, kind, text;
+    std::string name, kind, group, text;
 };
 
 struct Sum {
@@ -100,13 +101,15 @@ int run_workload(const WorkloadOptions& o) {
         Prompt q;
         q.name = p.at("name").get<std::string>();
         q.kind = p.at("kind").get<std::string>();
+        q.group = p.value("group", "");
         ChatRenderOptions ro;
         if (p.contains("tools")) ro.tools_json = p["tools"].dump();
         q.text = engines[0]->render_chat(chat_messages_from_json(p.at("messages").dump()), ro);
         prompts.push_back(std::move(q));
     }
     const ModelInfo mi = engines[0]->model_info();
-    std::map<std::string, std::map<std::string, Sum>> sums;  // kind -> mode -> sum
+    std::map<std::string, std::map<std::string, Sum>> sums;    // kind -> mode -> sum ("all": every prompt)
+    std::map<std::string, std::map<std::string, Sum>> groups;  // group -> mode -> sum
     for (int rep = 0; rep < o.reps; ++rep) {
         for (const Prompt& p : prompts) {
             std::vector<int32_t> reference;
@@ -125,12 +128,15 @@ int run_workload(const WorkloadOptions& o) {
                 s.add(res.stats);
                 Sum& all = sums["all"][modes[i]];
                 all.add(res.stats);
+                Sum* grp = p.group.empty() ? nullptr : &groups[p.group][modes[i]];
+                if (grp) grp->add(res.stats);
                 const std::vector<int32_t>& t = e.resident_tokens();
                 if (i == 0) {
                     reference = t;
                 } else if (t != reference) {
                     s.differ++;
                     all.differ++;
+                    if (grp) grp->differ++;
                     std::fprintf(stderr, "jllm-bench: %s: --spec %s output differs from --spec off\n", p.name.c_str(),
                                  modes[i].c_str());
                 }
@@ -147,19 +153,26 @@ int run_workload(const WorkloadOptions& o) {
     std::printf("| kind | prompts | --spec | decode t/s | x off | tokens per forward | prompt lookup accepted | "
                 "draft model accepted | draft model ms | mean TTFT ms (draft model's prompt) | output = off |\n");
     std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    auto rows = [&](const std::map<std::string, std::map<std::string, Sum>>& table, const char* prefix) {
+        for (const auto& [kind, by_mode] : table) {
+            const double base = by_mode.at("off").tps();
+            for (const std::string& m : modes) {
+                const Sum& s = by_mode.at(m);
+                std::printf("| %s%s | %d | %s | %.2f | %.2fx | %.2f | %s | %s | %.0f | %.0f (%.0f) | %s |\n", prefix,
+                            kind.c_str(), s.prompts / static_cast<int>(o.reps), m.c_str(), s.tps(),
+                            base > 0 ? s.tps() / base : 0.0,
+                            s.forwards > 0 ? static_cast<double>(s.tokens) / s.forwards : 0.0,
+                            pct(s.ngram_a, s.ngram_d).c_str(), pct(s.model_a, s.model_d).c_str(), s.draft_ms,
+                            s.prompts > 0 ? s.ttft_ms / s.prompts : 0.0,
+                            s.prompts > 0 ? s.draft_prefill_ms / s.prompts : 0.0, s.differ == 0 ? "yes" : "NO");
+            }
+        }
+    };
+    rows(sums, "");
+    rows(groups, "group: ");
     int differ = 0;
     for (const auto& [kind, by_mode] : sums) {
-        const double base = by_mode.at("off").tps();
-        for (const std::string& m : modes) {
-            const Sum& s = by_mode.at(m);
-            differ += kind == "all" ? 0 : s.differ;
-            std::printf("| %s | %d | %s | %.2f | %.2fx | %.2f | %s | %s | %.0f | %.0f (%.0f) | %s |\n", kind.c_str(),
-                        s.prompts / static_cast<int>(o.reps), m.c_str(), s.tps(), base > 0 ? s.tps() / base : 0.0,
-                        s.forwards > 0 ? static_cast<double>(s.tokens) / s.forwards : 0.0,
-                        pct(s.ngram_a, s.ngram_d).c_str(), pct(s.model_a, s.model_d).c_str(), s.draft_ms,
-                        s.prompts > 0 ? s.ttft_ms / s.prompts : 0.0, s.prompts > 0 ? s.draft_prefill_ms / s.prompts : 0.0,
-                        s.differ == 0 ? "yes" : "NO");
-        }
+        for (const auto& [m, s] : by_mode) differ += kind == "all" ? 0 : s.differ;
     }
     return differ == 0 ? 0 : 1;
 }
