@@ -16,8 +16,8 @@
 #             -d 4096,16384 -r 3, INT8 KV, then FP16 KV (JLLM_BENCH_DEPTH=0 leaves it out)
 #   peer      with JLLM_BENCH_LLAMA=PATH (a llama-bench built with CUDA): after each of our runs
 #             above but the tg-alone and -d 4096 ones, llama-bench -ngl 99 -fa 1 on the same file
-#             and tests (-r 5; the depth runs -r 3 with -ctk/-ctv q8_0 against our INT8 KV, f16
-#             against our FP16), so every ratio of the side-by-side table comes from this call
+#             and tests (-r 5; at depth with -ctk/-ctv q8_0 against our INT8 KV, f16 against our
+#             FP16), so every ratio of the side-by-side table comes from this call
 # Raw outputs and summary.md go to OUTDIR; the summary is printed last. A failing step is
 # reported and the rest continue; the exit status is 1 if any step failed.
 # Environment: JLLM_GPU_BUILD (build-gpu), JLLM_BENCH_MODELS, JLLM_BENCH_PRESETS (models, default
@@ -210,7 +210,7 @@ if [[ "${JLLM_BENCH_DEPTH:-1}" != 0 && -n "$deep" && -x "$bench" ]]; then
             "$bench" --device cuda -m "$deep" --kv-type "$kv" -p 33,512 -n 128 -d 4096,16384 -r 3 -o json --bw "$bw"
         [[ -n "$llama" ]] && run_step "peer depth ${peer_kv[$kv]}" "$outdir/peer-depth-$kv.jsonl" \
             "$outdir/peer-depth-$kv.log" "$llama" -m "$deep" -ngl 99 -fa 1 -ctk "${peer_kv[$kv]}" -ctv "${peer_kv[$kv]}" \
-            -p 33,512 -n 128 -d 4096,16384 -r 3 -o jsonl
+            -p 33,512 -n 128 -d 4096,16384 -r 5 -o jsonl
     done
 elif [[ "${JLLM_BENCH_DEPTH:-1}" != 0 ]]; then
     skip_step "depth qwen3-4b" "no qwen3-4b file or no jllm-bench"
@@ -283,8 +283,8 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     echo "## Side by side (llama.cpp $peer_note)"
     echo
     echo "ours: the runs above and the depth runs (-p 33,512 -n 128 -d 4096,16384 -r 3 --kv-type int8|fp16);" \
-        "llama.cpp: llama-bench -ngl 99 -fa 1 on the same files right after each of ours (-r 5, depth -r 3 with" \
-        "-ctk/-ctv q8_0 | f16); tok/s (ours: median; llama-bench: its average)."
+        "llama.cpp: llama-bench -ngl 99 -fa 1 -r 5 on the same files right after each of ours (at depth with" \
+        "-ctk/-ctv q8_0 | f16); tok/s, the median of each side's repetitions (llama-bench's samples_ts)."
     echo
     echo "| model | test | KV (ours vs llama.cpp) | ours | llama.cpp | ours / llama.cpp |"
     echo "|---|---|---|---:|---:|---:|"

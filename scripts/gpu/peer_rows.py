@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/gpu/peer_rows.py — the rows of scripts/gpu/bench.sh's side-by-side table: our
 jllm-bench JSON (-o json) against llama-bench's JSON lines (-o jsonl) of the same file, tests
-matched by (prompt tokens, generated tokens, depth).
+matched by (prompt tokens, generated tokens, depth); both sides' medians (llama-bench's of its
+samples_ts, whose first prefill sample often runs far slower: its avg_ts where it has none).
 
 Usage: peer_rows.py MODEL KV_LABEL OURS.json [PEER.jsonl]
 Prints one markdown row per test of ours: | model | test | KV | ours | llama.cpp | ours / llama.cpp |
@@ -9,6 +10,7 @@ Prints one markdown row per test of ours: | model | test | KV | ours | llama.cpp
 OURS.json cannot be read.
 """
 import json
+import statistics
 import sys
 
 
@@ -18,7 +20,7 @@ def ours_tests(path):
 
 
 def peer_tests(path):
-    """(n_prompt, n_gen, n_depth) -> average tok/s of llama-bench's JSON lines."""
+    """(n_prompt, n_gen, n_depth) -> median tok/s of llama-bench's JSON lines."""
     out = {}
     if not path:
         return out
@@ -29,7 +31,8 @@ def peer_tests(path):
                 if not line.startswith("{"):
                     continue
                 r = json.loads(line)
-                out[(r["n_prompt"], r["n_gen"], r.get("n_depth", 0))] = float(r["avg_ts"])
+                samples = r.get("samples_ts") or [r["avg_ts"]]
+                out[(r["n_prompt"], r["n_gen"], r.get("n_depth", 0))] = float(statistics.median(samples))
     except (OSError, ValueError, KeyError):
         return {}
     return out
