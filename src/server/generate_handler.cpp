@@ -19,6 +19,7 @@
 #include "engine/chat_template.h"
 #include "server/api_error.h"
 #include "server/connection_watch.h"
+#include "server/half_closed.h"
 #include "server/json_util.h"
 #include "server/openai_response.h"
 #include "server/request_parse.h"
@@ -242,8 +243,9 @@ void HttpServer::Impl::start_stream(httplib::Response& res, const char* content_
         content_type,
         [job, turn, body = std::move(body)](size_t, httplib::DataSink& sink) -> bool {
             job->response_started.store(true);  // the headers are out
+            StreamSink out(sink, job->peer.fd);  // a client half-closing from here on still gets it all
             try {
-                return body(sink);
+                return body(out.sink());
             } catch (const std::exception& e) {
                 JLLM_LOG_ERROR("[server] stream fault: %s", e.what());
                 turn->release();

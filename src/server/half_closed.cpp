@@ -55,6 +55,15 @@ bool send_all(int fd, const char* data, size_t size) {
     return true;
 }
 
+// One chunk of a chunked body (nothing for size 0: that frame would end the body).
+bool send_chunk(int fd, const char* data, size_t size) {
+    if (size == 0) return true;
+    char frame[24];
+    const int n = std::snprintf(frame, sizeof frame, "%zx\r\n", size);
+    return send_all(fd, frame, static_cast<size_t>(n)) && send_all(fd, data, size) && send_all(fd, "\r\n", 2);
+}
+constexpr char CHUNKED_END[] = "0\r\n\r\n";
+
 bool same_name(const std::string& a, const char* b) {
     size_t i = 0;
     for (; i < a.size() && b[i]; ++i) {
@@ -117,13 +126,8 @@ bool deliver_to_half_closed(const httplib::Request& req, httplib::Response& res)
         const std::string head = head_of(req, res, "Transfer-Encoding: chunked\r\n");
         ok = send_all(fd, head.data(), head.size());
         if (ok && !head_only) {
-            ok = run_provider(res, [fd](const char* data, size_t size) {
-                if (size == 0) return true;
-                char frame[24];
-                const int n = std::snprintf(frame, sizeof frame, "%zx\r\n", size);
-                return send_all(fd, frame, static_cast<size_t>(n)) && send_all(fd, data, size) && send_all(fd, "\r\n", 2);
-            });
-            ok = ok && send_all(fd, "0\r\n\r\n", 5);
+            ok = run_provider(res, [fd](const char* data, size_t size) { return send_chunk(fd, data, size); });
+            ok = ok && send_all(fd, CHUNKED_END, sizeof CHUNKED_END - 1);
         }
     } else {
         const std::string head = head_of(req, res, "Content-Length: " + std::to_string(res.content_length_) + "\r\n");
@@ -138,6 +142,32 @@ bool deliver_to_half_closed(const httplib::Request& req, httplib::Response& res)
     res.is_chunked_content_provider_ = false;
     ::shutdown(fd, SHUT_WR);
     return true;
+}
+
+StreamSink::StreamSink(httplib::DataSink& inner, int fd) : inner_(inner), fd_(fd) {
+    sink_.write = [this](const char* data, size_t size) { return write(data, size); };
+    sink_.is_writable = [this] { return direct_ ? !failed_ : inner_.is_writable(); };
+    sink_.done = [this] { done(); };
+}
+
+bool StreamSink::write(const char* data, size_t size) {
+    if (!direct_) {
+        if (inner_.write(data, size)) return true;
+        if (fd_ < 0 || peer_state(fd_) != PeerState::ReadClosed) return false;
+        direct_ = true;  // the client half-closed after the response started: write it ourselves
+    }
+    if (failed_) return false;
+    failed_ = !send_chunk(fd_, data, size);
+    return !failed_;
+}
+
+void StreamSink::done() {
+    if (!direct_) {
+        inner_.done();
+        return;
+    }
+    if (!failed_) failed_ = !send_all(fd_, CHUNKED_END, sizeof CHUNKED_END - 1);
+    ::shutdown(fd_, SHUT_WR);
 }
 
 }  // namespace jllm::server

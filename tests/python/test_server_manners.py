@@ -1,7 +1,8 @@
 """tests/python/test_server_manners.py — how jetson-llm-server behaves as a long-running daemon:
 memory handed back after large request bodies, SIGTERM prompt with idle keep-alive connections
-open, and clients that half-close their connection after sending the request (they still get the
-answer, streamed or not), while a client that hangs up still cancels its generation."""
+open, and clients that half-close their connection after sending the request or while its answer
+streams (they still get the answer, streamed or not), while a client that hangs up still cancels
+its generation."""
 import http.client
 import json
 import socket
@@ -105,6 +106,38 @@ def test_half_closed_client_gets_its_answer(srv):
     # An error answer reaches a half-closed client too.
     status, _, payload = final_response(raw_half_closed(srv.port, b'{"messages": 3}'))
     assert status.startswith("HTTP/1.1 400") and json.loads(payload)["error"]["param"] == "messages"
+    srv.assert_healthy()
+
+
+def test_client_half_closing_mid_stream_gets_the_whole_stream(srv):
+    # The FIN arrives after the stream started (the server already writes events): cpp-httplib
+    # would stop at its next write, taking the end of the read side for a hang-up.
+    body = json.dumps({"messages": CHAT, "max_tokens": 160, "stream": True, "logit_bias": NO_EOS,
+                       "temperature": 0, "stream_options": {"include_usage": True}}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    try:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        data = s.recv(65536)  # the headers (and the first events): the stream has started
+        assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        s.shutdown(socket.SHUT_WR)
+        before = len(data)
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    finally:
+        s.close()
+    assert data[before:].count(b"data: ") > 10  # most of the stream came after the half-close
+    status, headers, payload = final_response(data)
+    assert status == "HTTP/1.1 200 OK" and "chunked" in headers.lower(), (status, headers)
+    events = [line[6:] for line in dechunk(payload).decode().split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]", events[-3:]
+    chunks = [json.loads(e) for e in events[:-1]]
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert finish == ["length"], finish
+    assert chunks[-1]["usage"]["completion_tokens"] == 160, chunks[-1]
     srv.assert_healthy()
 
 
