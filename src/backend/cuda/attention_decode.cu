@@ -222,8 +222,8 @@ struct GroupedSimt {
 // F16: the FP16 cache. Its rows are 2 HD bytes and its values go to the fragments as they are
 // (no scales: the keys' scale is 1 and vref stays 1); a lane reads the 32 bytes of the same dims
 // (two units: 2c and 2c + 1 of the INT8 pattern's unit c), and the 128-byte bank period holds
-// half a row, so the swizzle is unit c ^ swz16(j): rows j and j + 1 on the odd / even units of
-// the scores' reads, the V reads' four keys on four distinct pairs of units.
+// half a row, so its swz(j) is (j & 1) | (j & 2) << 1: rows j and j + 1 on the odd / even units
+// of the scores' reads, the V reads' four keys on four distinct pairs of units.
 template <int G, int HD, bool F16 = false>
 struct GroupedMma {
     static_assert(G <= 4, "a query's two parts take two of the eight columns");
