@@ -49,6 +49,15 @@ def test_memory_returns_after_large_bodies(srv):
     assert m["jllm_heap_in_use_bytes"] > 0 and m["jllm_heap_free_bytes"] >= 0
 
 
+def read_until_closed(s, data=b""):
+    """`data` and what the socket reads after it until the server closes."""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return data
+        data += d
+
+
 def raw_half_closed(port, body, timeout=60):
     """Sends one request, half-closes (SHUT_WR), reads until the server closes."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -56,12 +65,7 @@ def raw_half_closed(port, body, timeout=60):
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
         s.shutdown(socket.SHUT_WR)
-        data = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                return data
-            data += d
+        return read_until_closed(s)
     finally:
         s.close()
 
@@ -122,11 +126,7 @@ def test_client_half_closing_mid_stream_gets_the_whole_stream(srv):
         assert data.startswith(b"HTTP/1.1 200"), data[:200]
         s.shutdown(socket.SHUT_WR)
         before = len(data)
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
+        data = read_until_closed(s, data)
     finally:
         s.close()
     assert data[before:].count(b"data: ") > 10  # most of the stream came after the half-close
