@@ -23,7 +23,6 @@ public:
     StreamSink(const StreamSink&) = delete;
     StreamSink& operator=(const StreamSink&) = delete;
     httplib::DataSink& sink() { return sink_; }
-    bool direct() const { return direct_; }  // writing to the socket itself
 
 private:
     bool write(const char* data, size_t size);
