@@ -414,6 +414,7 @@ void q81_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, vo
         const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
         for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kW) {
             const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
+            prefetch_ahead<kChunkBlocks * sizeof(Block)>(w + b0);
             __m512i q[8];
             for (int i = 0; i < 8; i++) q[i] = q81_wpair<F>(w + b0, i, nblk);
             store_chunk_quants(q, dst);
@@ -708,6 +709,7 @@ void k_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void
         const Block* w = reinterpret_cast<const Block*>(static_cast<const char*>(wv) + r * w_row_bytes);
         for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += kW) {
             const int64_t m = nsb - s0 < 2 ? 1 : 2;
+            prefetch_ahead<2 * sizeof(Block)>(w + s0);
             __m512i q[8];
             __m512 dw[2], cw[2];
             if constexpr (kQ6) {
