@@ -60,10 +60,15 @@ struct EngineConfig {
     // 151,936 tokens is 37% of the bytes it reads a token); 0: every token. The output does not
     // depend on it: the model checks every drafted token. -1: the device's default (the CPU:
     // 32,768; CUDA: every token, its output layer computing every row whatever the mask).
+    // draft_p_min: the draft model's draft ends before a token it gives a probability below this
+    // (among its 16 best tokens), so its unsure guesses cost neither its steps nor verification;
+    // 0: it drafts the tuner's whole length (docs/speculative.md has the measurements behind the
+    // default). The output does not depend on it.
     SpecMode spec = SpecMode::Auto;
     std::string draft_model_path;
     int draft_max = 8;
     int draft_vocab = -1;
+    float draft_p_min = 0.5f;
 };
 
 struct Status {
@@ -260,6 +265,7 @@ struct ModelInfo {
     // The draft model's tokens before a request's own join them (--draft-vocab as applied: the
     // ids below it and the special tokens; n_vocab where unrestricted; 0 without a draft model).
     int64_t draft_vocab = 0;
+    float draft_p_min = 0;  // EngineConfig::draft_p_min as applied (0 without a draft model)
     // What the file says of itself: its quantization by llama.cpp's file-type name
     // (general.file_type: "Q4_K_M", "Q4_1", "F16"; empty where absent or unknown), the chat
     // template it ships (tokenizer.chat_template) and the renderer in use ("chatml", "qwen3",

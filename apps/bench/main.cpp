@@ -146,13 +146,18 @@ int main(int argc, char** argv) {
     app.add_option("--draft", wl.draft, "--workload: the draft model of the draft and auto modes");
     app.add_option("--modes", wl.modes,
                    "--workload: --spec modes, comma-separated (off always runs first); draft:N and auto:N give the "
-                   "draft model's vocabulary (--draft-vocab) for that mode")
+                   "draft model's vocabulary (--draft-vocab) for that mode, draft@P and auto@P its confidence floor "
+                   "(--draft-p-min; both: draft:N@P)")
         ->capture_default_str();
     int draft_vocab = -1;
     app.add_option("--draft-vocab", draft_vocab,
                    "--workload: the draft model's vocabulary: token ids below N, the special tokens and the "
                    "request's own (0: every token; -1: the device's default)")
         ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
+    float draft_p_min = jllm::EngineConfig{}.draft_p_min;
+    app.add_option("--draft-p-min", draft_p_min,
+                   "--workload: the draft model's draft ends before a token it gives a probability below P (0: never)")
+        ->capture_default_str()->check(CLI::Range(0.0, 1.0));
     app.add_option("--tokens", wl.tokens, "--workload: tokens generated per prompt")->capture_default_str()
         ->check(CLI::Range(2, 4096));
     app.add_option("--repeat-penalty", wl.repeat_penalty, "--workload: the requests' repeat penalty")
@@ -163,6 +168,7 @@ int main(int argc, char** argv) {
         try {
             wl.config = f.config;
             wl.config.draft_vocab = draft_vocab;
+            wl.config.draft_p_min = draft_p_min;
             wl.config.n_threads = f.config.n_threads > 0 ? f.config.n_threads
                                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
             if (wl.config.n_ctx == 0) wl.config.n_ctx = 2048;

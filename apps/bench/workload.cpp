@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -45,22 +46,37 @@ struct Sum {
 };
 
 // A --modes entry: a --spec mode, for draft and auto optionally with the draft model's
-// vocabulary after a colon ("draft:0" every token, "draft:16384"); without one, --draft-vocab.
-SpecMode mode_of(const std::string& entry, int* draft_vocab) {
-    const size_t colon = entry.find(':');
-    const std::string m = entry.substr(0, colon);
+// vocabulary after a colon ("draft:0" every token, "draft:16384") and its confidence floor after
+// an at sign ("draft@0.75", "auto:16384@0"); without them, --draft-vocab and --draft-p-min.
+SpecMode mode_of(const std::string& entry, int* draft_vocab, float* draft_p_min) {
+    const size_t at = entry.find('@');
+    const std::string head = entry.substr(0, at);
+    const size_t colon = head.find(':');
+    const std::string m = head.substr(0, colon);
     for (SpecMode x : {SpecMode::Off, SpecMode::Ngram, SpecMode::Draft, SpecMode::Auto}) {
         if (m != spec_mode_name(x)) continue;
-        if (colon == std::string::npos) return x;
-        const std::string v = entry.substr(colon + 1);
-        if ((x != SpecMode::Draft && x != SpecMode::Auto) || v.empty() ||
-            v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9) {
-            throw std::runtime_error("--modes: '" + entry + "': only draft and auto take a vocabulary, as draft:N");
+        if (colon == std::string::npos && at == std::string::npos) return x;
+        const bool model = x == SpecMode::Draft || x == SpecMode::Auto;
+        if (colon != std::string::npos) {
+            const std::string v = head.substr(colon + 1);
+            if (!model || v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9) {
+                throw std::runtime_error("--modes: '" + entry + "': only draft and auto take a vocabulary, as draft:N");
+            }
+            *draft_vocab = std::stoi(v);
         }
-        *draft_vocab = std::stoi(v);
+        if (at != std::string::npos) {
+            const std::string v = entry.substr(at + 1);
+            char* end = nullptr;
+            const float p = v.empty() ? -1.0f : std::strtof(v.c_str(), &end);
+            if (!model || end == nullptr || *end != '\0' || !(p >= 0.0f && p <= 1.0f)) {
+                throw std::runtime_error("--modes: '" + entry +
+                                         "': only draft and auto take a confidence floor, as draft@P with P in [0, 1]");
+            }
+            *draft_p_min = p;
+        }
         return x;
     }
-    throw std::runtime_error("--modes: '" + entry + "' is not off, ngram, draft or auto (draft:N, auto:N)");
+    throw std::runtime_error("--modes: '" + entry + "' is not off, ngram, draft or auto (draft:N@P, auto:N@P)");
 }
 
 std::string pct(int a, int d) {
@@ -88,7 +104,7 @@ int run_workload(const WorkloadOptions& o) {
     std::vector<std::unique_ptr<Engine>> engines;
     for (const std::string& m : modes) {
         EngineConfig c = o.config;
-        c.spec = mode_of(m, &c.draft_vocab);
+        c.spec = mode_of(m, &c.draft_vocab, &c.draft_p_min);
         c.draft_model_path = (c.spec == SpecMode::Draft || c.spec == SpecMode::Auto) ? o.draft : "";
         if (c.spec == SpecMode::Draft && o.draft.empty()) throw std::runtime_error("--modes draft needs --draft FILE");
         auto e = std::make_unique<Engine>();

@@ -198,6 +198,9 @@ Status Engine::load(const EngineConfig& config) {
                                        "default)",
                                        config.draft_vocab));
             }
+            if (!(config.draft_p_min >= 0.0f && config.draft_p_min <= 1.0f)) {
+                throw JllmError(strfmt("--draft-p-min %g: must be a probability in [0, 1]", config.draft_p_min));
+            }
             const int vocab = config.draft_vocab >= 0 ? config.draft_vocab : dd == DeviceKind::Cpu ? DRAFT_VOCAB_CPU : 0;
             m.draft = std::make_unique<DraftModel>(config.draft_model_path, dd, threads, config.weights, *m.tok, vocab);
         } else if (config.spec == SpecMode::Draft) {
@@ -293,6 +296,7 @@ Status Engine::load(const EngineConfig& config) {
         info.draft_path = config.draft_model_path;
         info.draft_name = m.draft->name();
         info.draft_vocab = m.draft->base_tokens();
+        info.draft_p_min = config.draft_p_min;
     }
     info.load_ms = now_ms() - t0;
     std::lock_guard<std::mutex> lk(m.info_mu);
@@ -924,7 +928,7 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 const int k = model_length();
                 if (k <= 0) return;
                 double prefill_ms = 0, step_ms = 0;
-                m.draft->draft(seq, k, drafts, &prefill_ms, &step_ms);
+                m.draft->draft(seq, k, m.cfg.draft_p_min, drafts, &prefill_ms, &step_ms);
                 st.draft_ms += prefill_ms + step_ms;
                 if (!drafts.empty()) {
                     m.tuner.draft_step_done(step_ms / static_cast<double>(drafts.size()));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
@@ -112,15 +113,32 @@ void DraftModel::allocate(int n_ctx, KvType kv_type) {
 
 namespace {
 
-// The first best of the allowed logits (mask null: of every one).
-int32_t argmax(const std::vector<float>& l, const uint32_t* mask) {
+// The k best of the allowed logits (mask null: of every one) into ids / vals, best first, ties to
+// the lower id; -inf where fewer are allowed.
+void best_allowed(const std::vector<float>& l, const uint32_t* mask, int k, int32_t* ids, float* vals) {
     auto ok = [mask](size_t i) { return mask == nullptr || ((mask[i / 32] >> (i % 32)) & 1u) != 0; };
-    size_t best = 0;
-    while (best + 1 < l.size() && !ok(best)) ++best;
-    for (size_t i = best + 1; i < l.size(); ++i) {
-        if (ok(i) && l[i] > l[best]) best = i;
+    std::fill(vals, vals + k, -INFINITY);
+    std::fill(ids, ids + k, 0);
+    for (size_t i = 0; i < l.size(); ++i) {
+        if (!ok(i) || !(l[i] > vals[k - 1])) continue;
+        int at = k - 1;
+        for (; at > 0 && l[i] > vals[at - 1]; --at) {
+            vals[at] = vals[at - 1];
+            ids[at] = ids[at - 1];
+        }
+        vals[at] = l[i];
+        ids[at] = static_cast<int32_t>(i);
     }
-    return static_cast<int32_t>(best);
+}
+
+// The best of k selected logits' probability among them.
+float top_confidence(const float* vals, int k) {
+    if (!std::isfinite(vals[0])) return 0.0f;
+    double z = 0;
+    for (int i = 0; i < k; ++i) {
+        if (std::isfinite(vals[i])) z += std::exp(static_cast<double>(vals[i]) - vals[0]);
+    }
+    return static_cast<float>(1.0 / z);
 }
 
 }  // namespace
@@ -151,7 +169,21 @@ size_t DraftModel::cold_tokens(const std::vector<int32_t>& seq) const {
     return seq.size() - common_token_prefix(resident_, seq);
 }
 
-size_t DraftModel::sync(const std::vector<int32_t>& seq, const TokenSelection* sel, int32_t* first) {
+void DraftModel::select_next(const int32_t* tokens, int n, int pos, const TokenSelection& sel, int32_t* next,
+                             float* conf) {
+    int32_t ids[DRAFT_CONF_K];
+    float vals[DRAFT_CONF_K];
+    const bool done = n == 1 ? backend_->forward_select(tokens[0], pos, sel, ids, vals)
+                             : backend_->forward_select_last(tokens, n, pos, sel, ids, vals);
+    if (!done) {
+        backend_->forward(tokens, n, pos, LogitsMode::Last, logits_.data());
+        best_allowed(logits_, sel.allowed, sel.k, ids, vals);
+    }
+    *next = ids[0];
+    *conf = sel.k > 1 ? top_confidence(vals, sel.k) : 1.0f;
+}
+
+size_t DraftModel::sync(const std::vector<int32_t>& seq, const TokenSelection* sel, int32_t* first, float* conf) {
     const size_t n = seq.size();
     const size_t common = std::min(common_token_prefix(resident_, seq), sel != nullptr ? n - 1 : n);
     resident_.resize(common);
@@ -161,13 +193,10 @@ size_t DraftModel::sync(const std::vector<int32_t>& seq, const TokenSelection* s
         const size_t b = std::min(n - pos, static_cast<size_t>(n_batch_));
         const bool last = sel != nullptr && pos + b == n;
         const int32_t* tokens = seq.data() + pos;
-        float val = 0;
         if (!last) {
             backend_->forward(tokens, static_cast<int>(b), static_cast<int>(pos), LogitsMode::None, nullptr);
-        } else if (!backend_->forward_select_last(tokens, static_cast<int>(b), static_cast<int>(pos), *sel, first,
-                                                  &val)) {
-            backend_->forward(tokens, static_cast<int>(b), static_cast<int>(pos), LogitsMode::Last, logits_.data());
-            *first = argmax(logits_, sel->allowed);
+        } else {
+            select_next(tokens, static_cast<int>(b), static_cast<int>(pos), *sel, first, conf);
         }
         resident_.insert(resident_.end(), seq.begin() + static_cast<long>(pos), seq.begin() + static_cast<long>(pos + b));
         pos += b;
@@ -179,19 +208,21 @@ double DraftModel::prefill(const std::vector<int32_t>& prompt) {
     // The next draft needs at least one slot after the prompt.
     if (prompt.empty() || prompt.size() + 1 >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
-    return sync(prompt, nullptr, nullptr) > 0 ? now_ms() - t0 : 0;
+    return sync(prompt, nullptr, nullptr, nullptr) > 0 ? now_ms() - t0 : 0;
 }
 
-int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
-                      double* step_ms) {
+int DraftModel::draft(const std::vector<int32_t>& seq, int max, float p_min, std::vector<int32_t>& out,
+                      double* prefill_ms, double* step_ms) {
     out.clear();
     *prefill_ms = *step_ms = 0;
     if (max <= 0 || seq.empty() || seq.size() >= static_cast<size_t>(n_ctx_)) return 0;
     const double t0 = now_ms();
-    TokenSelection sel;  // k = 1: the argmax on the backend where it can, of the allowed tokens
+    TokenSelection sel;  // the best allowed token (and its confidence: the DRAFT_CONF_K best)
+    sel.k = p_min > 0 ? DRAFT_CONF_K : 1;
     sel.allowed = base_mask_.empty() ? nullptr : mask_.data();  // sync brings it up to seq
     int32_t t = 0;
-    const size_t forwarded = sync(seq, &sel, &t);
+    float conf = 1;
+    const size_t forwarded = sync(seq, &sel, &t, &conf);
     const double t1 = now_ms();
     // After a draft of its own the cache lacks at most the last accepted draft token and the
     // model's token: that catch-up is part of drafting. More was generated without this model
@@ -199,16 +230,14 @@ int DraftModel::draft(const std::vector<int32_t>& seq, int max, std::vector<int3
     // each drafted token (charged to drafting, it made auto stop drafting after a run of
     // prompt-lookup steps, and drafting less lengthened the next catch-up).
     if (forwarded > DRAFT_OWN_CATCHUP) *prefill_ms = t1 - t0;
-    for (int i = 0; i < max; ++i) {
+    // The first token is drafted whatever its confidence: its forward (the catch-up) is paid, and
+    // a row more costs the verification less than a plain step's chance of it being right.
+    for (int i = 0; i < max && (i == 0 || conf >= p_min); ++i) {
         out.push_back(t);
         if (i + 1 == max || resident_.size() + 1 >= static_cast<size_t>(n_ctx_)) break;
         const int pos = static_cast<int>(resident_.size());
         int32_t next = 0;
-        float val = 0;
-        if (!backend_->forward_select(t, pos, sel, &next, &val)) {
-            backend_->forward(&t, 1, pos, LogitsMode::Last, logits_.data());
-            next = argmax(logits_, sel.allowed);
-        }
+        select_next(&t, 1, pos, sel, &next, &conf);
         resident_.push_back(t);
         t = next;
     }

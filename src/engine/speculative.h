@@ -31,6 +31,9 @@ constexpr int NGRAM_MIN = 2, NGRAM_MAX = 6;
 constexpr int DRAFT_VOCAB_CPU = 32768;
 // A draft's catch-up after a draft of its own: the last accepted draft token and the model's.
 constexpr size_t DRAFT_OWN_CATCHUP = 2;
+// A draft model's confidence in a token: its probability among the draft's DRAFT_CONF_K best
+// logits (the backend's top-k selection; an upper bound of the probability over every token).
+constexpr int DRAFT_CONF_K = 16;
 
 // Prompt lookup: the longest suffix of seq[0, n) of NGRAM_MAX .. NGRAM_MIN tokens that occurs
 // earlier in it; `out` gets the tokens that followed its latest earlier occurrence, at most
@@ -61,9 +64,11 @@ public:
     void allocate(int n_ctx, KvType kv_type);
 
     // Greedy continuation of seq (its tokens up to the last one are prefilled where the cache
-    // does not hold them yet): `max` tokens into `out`. *prefill_ms gets the time spent bringing
-    // the cache up to seq where that was more than DRAFT_OWN_CATCHUP tokens, *step_ms the rest.
-    int draft(const std::vector<int32_t>& seq, int max, std::vector<int32_t>& out, double* prefill_ms,
+    // does not hold them yet): at most `max` tokens into `out`, ending before the first token after
+    // the first whose confidence (DRAFT_CONF_K) is below p_min (0: never). *prefill_ms
+    // gets the time spent bringing the cache up to seq where that was more than
+    // DRAFT_OWN_CATCHUP tokens, *step_ms the rest.
+    int draft(const std::vector<int32_t>& seq, int max, float p_min, std::vector<int32_t>& out, double* prefill_ms,
               double* step_ms);
     // Tokens of seq its cache does not hold (what the next draft prefills first).
     size_t cold_tokens(const std::vector<int32_t>& seq) const;
@@ -97,9 +102,11 @@ private:
     // no longer holds (another request: back to the base) and takes seq's.
     void follow_mask(const std::vector<int32_t>& seq, size_t common);
     // Forwards what of seq the cache does not hold, after truncating it to their common prefix
-    // (at least the last token where `sel` is given: *first gets its selection). Returns the
-    // tokens forwarded.
-    size_t sync(const std::vector<int32_t>& seq, const TokenSelection* sel, int32_t* first);
+    // (at least the last token where `sel` is given: *first gets the best allowed token after it,
+    // *conf its confidence where sel->k is DRAFT_CONF_K). Returns the tokens forwarded.
+    size_t sync(const std::vector<int32_t>& seq, const TokenSelection* sel, int32_t* first, float* conf);
+    // One step's selection after `n` tokens from `pos` (the fallback: the logits on the host).
+    void select_next(const int32_t* tokens, int n, int pos, const TokenSelection& sel, int32_t* next, float* conf);
 };
 
 // The draft length of each step: the k in 0..max that maximizes the expected tokens per unit of

@@ -178,9 +178,10 @@ int HttpServer::run() {
                   m.info.draft_path.empty() ? "" : ", draft model ",
                   m.info.draft_path.empty()
                       ? ""
-                      : strfmt("%s (%s), drafting from %lld of %lld tokens and the request's own",
+                      : strfmt("%s (%s), drafting from %lld of %lld tokens and the request's own, while p >= %g",
                                m.info.draft_name.c_str(), m.info.draft_path.c_str(),
-                               static_cast<long long>(m.info.draft_vocab), static_cast<long long>(m.info.n_vocab))
+                               static_cast<long long>(m.info.draft_vocab), static_cast<long long>(m.info.n_vocab),
+                               static_cast<double>(m.info.draft_p_min))
                             .c_str());
     notify_ready(strfmt("serving '%s' on http://%s:%d", m.alias.c_str(), m.opt.host.c_str(), m.port));
 

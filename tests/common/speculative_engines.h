@@ -17,11 +17,14 @@ inline std::string spec_model() { return constrained_model_path("spec_tiny_qwen3
 inline std::string spec_other_model() { return constrained_model_path("spec_tiny_qwen3_other.gguf", 8); }
 
 // spec_model() loaded on `device` (512 positions, no session cache) with `spec` and `draft`.
-// draft_vocab: EngineConfig::draft_vocab (-1: the device's default).
+// draft_vocab: EngineConfig::draft_vocab (-1: the device's default); draft_p_min: its
+// draft_p_min (0 by default here: the tiny random models are seldom sure of a token, and the
+// tests want their drafts).
 inline std::unique_ptr<Engine> spec_engine(DeviceKind device, SpecMode spec, const std::string& draft, int draft_max,
-                                           int draft_vocab = -1) {
+                                           int draft_vocab = -1, float draft_p_min = 0.0f) {
     EngineConfig c;
     c.draft_vocab = draft_vocab;
+    c.draft_p_min = draft_p_min;
     c.model_path = spec_model();
     c.device = device;
     c.n_ctx = 512;

@@ -24,8 +24,9 @@ namespace {
 std::string model_a() { return test::spec_model(); }
 std::string model_b() { return test::spec_other_model(); }
 
-std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 3, int draft_vocab = -1) {
-    return test::spec_engine(DeviceKind::Cuda, spec, draft, draft_max, draft_vocab);
+std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 3, int draft_vocab = -1,
+                             float draft_p_min = 0.0f) {
+    return test::spec_engine(DeviceKind::Cuda, spec, draft, draft_max, draft_vocab, draft_p_min);
 }
 
 TEST(CudaSpeculative, VerificationRowsMatchOneTokenSteps) {
@@ -97,16 +98,19 @@ TEST(CudaSpeculative, GreedyOutputIdenticalInEveryMode) {
     auto ngram = load(SpecMode::Ngram, "");
     auto self = load(SpecMode::Draft, model_a(), 3, 0);  // every token: its drafts are the model's argmax
     auto other = load(SpecMode::Draft, model_b());
+    // Its drafts ended by a confidence floor (the device's top-k selection gives the draft's
+    // DRAFT_CONF_K best logits; the tiny model's confidences are 0.07-0.17).
+    auto sure = load(SpecMode::Draft, model_a(), 3, 0, 0.14f);
     const std::vector<std::string> prompts = {
         "light.kitchen is on, light.hall is off, light.porch is on. light.kitchen is",
         "def add(a, b):\n    return a + b\n\ndef add(a, b):\n",
         "one two three four one two three four one two",
         "The weather today is",
     };
-    int self_drafted = 0, self_accepted = 0, ngram_drafted = 0;
+    int self_drafted = 0, self_accepted = 0, ngram_drafted = 0, sure_drafted = 0;
     for (const std::string& p : prompts) {
         const Out a = greedy(*off, p);
-        for (Engine* e : {ngram.get(), self.get(), other.get()}) {
+        for (Engine* e : {ngram.get(), self.get(), other.get(), sure.get()}) {
             const Out b = greedy(*e, p);
             EXPECT_EQ(a.tokens, b.tokens) << p;
             if (e == self.get()) {
@@ -114,6 +118,7 @@ TEST(CudaSpeculative, GreedyOutputIdenticalInEveryMode) {
                 self_accepted += b.st.model_accepted;
             }
             if (e == ngram.get()) ngram_drafted += b.st.ngram_drafted;
+            if (e == sure.get()) sure_drafted += b.st.model_drafted;
         }
     }
     std::printf("[cuda spec] the model as its own draft: %d of %d drafts accepted; prompt lookup drafted %d\n",
@@ -121,6 +126,8 @@ TEST(CudaSpeculative, GreedyOutputIdenticalInEveryMode) {
     EXPECT_GT(self_drafted, 0);
     EXPECT_GE(self_accepted, self_drafted * 9 / 10);
     EXPECT_GT(ngram_drafted, 0);
+    EXPECT_GT(sure_drafted, 0);
+    EXPECT_LT(sure_drafted, self_drafted) << "a confidence floor ends some drafts early";
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -262,8 +263,9 @@ TEST(SpecTuner, UnmeasuredDraftCostsItsPrior) {
 std::string tiny_model() { return test::spec_model(); }
 std::string other_tiny_model() { return test::spec_other_model(); }
 
-std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 8, int draft_vocab = -1) {
-    return test::spec_engine(DeviceKind::Cpu, spec, draft, draft_max, draft_vocab);
+std::unique_ptr<Engine> load(SpecMode spec, const std::string& draft, int draft_max = 8, int draft_vocab = -1,
+                             float draft_p_min = 0.0f) {
+    return test::spec_engine(DeviceKind::Cpu, spec, draft, draft_max, draft_vocab, draft_p_min);
 }
 
 std::string read_file(const std::string& path) {
@@ -298,6 +300,16 @@ GenRun greedy(Engine& e, const std::string& prompt, int n, float repeat_penalty)
     return out;
 }
 
+// A CPU backend over a draft model's weights (256 positions): the reference of its drafts.
+std::unique_ptr<Backend> reference_backend(const DraftModel& d) {
+    BackendOptions bo;
+    bo.cpu.n_threads = 2;
+    auto ref = create_backend(DeviceKind::Cpu, d.config(), bo);
+    ref->bind_weights(d.weights(), WeightPlacement::Auto);
+    ref->allocate(256, 64, KvType::Int8);
+    return ref;
+}
+
 // A restricted draft vocabulary: each draft is the greedy continuation over the allowed tokens
 // (ids below the bound, the special tokens, the sequence's own), the masked argmax of every
 // logit; a sequence that does not extend the last one drops the last one's tokens.
@@ -316,11 +328,7 @@ TEST(DraftModelVocabulary, DraftsTheBestAllowedToken) {
     EXPECT_GT(specials, 0);
     EXPECT_EQ(narrow.base_tokens(), 1024 + specials);
     EXPECT_LT(narrow.output_fraction(), 0.02);
-    BackendOptions bo;
-    bo.cpu.n_threads = 2;
-    auto ref = create_backend(DeviceKind::Cpu, whole.config(), bo);
-    ref->bind_weights(whole.weights(), WeightPlacement::Auto);
-    ref->allocate(256, 64, KvType::Int8);
+    auto ref = reference_backend(whole);
     std::vector<float> logits(static_cast<size_t>(V));
     // The masked greedy chain of `n` tokens after seq on the reference backend.
     auto chain = [&](const std::vector<int32_t>& seq, int n, bool masked) {
@@ -355,26 +363,91 @@ TEST(DraftModelVocabulary, DraftsTheBestAllowedToken) {
     for (const std::vector<int32_t>* seq : seqs) {
         std::vector<int32_t> out;
         double prefill_ms = 0, step_ms = 0;
-        ASSERT_EQ(narrow.draft(*seq, 6, out, &prefill_ms, &step_ms), 6);
+        ASSERT_EQ(narrow.draft(*seq, 6, 0.0f, out, &prefill_ms, &step_ms), 6);
         EXPECT_EQ(out, chain(*seq, 6, true));
         // The draft continued after two of its tokens were accepted: its own catch-up (one
         // token, the cache held the rest), part of drafting.
         std::vector<int32_t> longer = *seq;
         longer.insert(longer.end(), out.begin(), out.begin() + 2);
-        ASSERT_EQ(narrow.draft(longer, 4, out, &prefill_ms, &step_ms), 4);
+        ASSERT_EQ(narrow.draft(longer, 4, 0.0f, out, &prefill_ms, &step_ms), 4);
         EXPECT_EQ(out, chain(longer, 4, true));
         EXPECT_EQ(prefill_ms, 0.0);
         EXPECT_GT(step_ms, 0.0);
         // Its first token accepted, then three generated without it: a catch-up of three, not
         // drafting's cost.
         longer.insert(longer.end(), {out[0], 11, 12, 13});
-        ASSERT_EQ(narrow.draft(longer, 2, out, &prefill_ms, &step_ms), 2);
+        ASSERT_EQ(narrow.draft(longer, 2, 0.0f, out, &prefill_ms, &step_ms), 2);
         EXPECT_EQ(out, chain(longer, 2, true));
         EXPECT_GT(prefill_ms, 0.0);
     }
     if (lure < 1024 || tok->token_type(lure) != TokenType::NORMAL) {
         std::printf("[draft vocabulary] the lure %d is in the base vocabulary: that check is vacuous\n", lure);
     }
+}
+
+// The confidence floor: a draft ends before the first token after its first whose probability
+// among the draft model's DRAFT_CONF_K best allowed logits is below p_min (computed here from the
+// reference's whole rows of logits); 0 drafts the whole length, a floor above every token one.
+TEST(DraftModelConfidence, DraftEndsBeforeTheFirstUnsureToken) {
+    const std::string path = tiny_model();
+    const std::unique_ptr<GgufFile> file = GgufFile::open(path);
+    const std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
+    const int32_t V = tok->n_vocab();
+    const std::vector<std::vector<int32_t>> seqs = {{100, 2000, 151000, 70000, 5, 99999, 151000, 7, 8, 9},
+                                                    {7, 8, 9, 1500, 300},
+                                                    {42, 42, 42, 42},
+                                                    {3000, 1, 4, 1, 5, 9, 2, 6}};
+    int cut = 0;  // floors tested that end a draft after some of its tokens
+    for (const int vocab : {0, 1024}) {
+        DraftModel d(path, DeviceKind::Cpu, 2, WeightPlacement::Auto, *tok, vocab);
+        d.allocate(256, KvType::Int8);
+        auto ref = reference_backend(d);
+        std::vector<float> logits(static_cast<size_t>(V));
+        for (const std::vector<int32_t>& seq : seqs) {
+            auto ok = [&](int32_t id) {
+                return vocab == 0 || id < vocab || tok->token_type(id) != TokenType::NORMAL ||
+                       std::find(seq.begin(), seq.end(), id) != seq.end();
+            };
+            // The greedy chain of 8 tokens after seq and each token's confidence.
+            std::vector<int32_t> chain;
+            std::vector<double> conf;
+            ref->truncate_kv(0);
+            ref->forward(seq.data(), static_cast<int>(seq.size()), 0, LogitsMode::Last, logits.data());
+            while (true) {
+                std::vector<std::pair<float, int32_t>> best;  // (logit, -id): ties to the lower id
+                for (int32_t id = 0; id < V; ++id) {
+                    if (ok(id)) best.emplace_back(logits[static_cast<size_t>(id)], -id);
+                }
+                std::partial_sort(best.begin(), best.begin() + DRAFT_CONF_K, best.end(), std::greater<>());
+                double z = 0;
+                for (int i = 0; i < DRAFT_CONF_K; ++i) z += std::exp(static_cast<double>(best[i].first) - best[0].first);
+                chain.push_back(-best[0].second);
+                conf.push_back(1.0 / z);
+                if (chain.size() == 8) break;
+                ref->forward(&chain.back(), 1, static_cast<int>(seq.size() + chain.size() - 1), LogitsMode::Last,
+                             logits.data());
+            }
+            std::vector<int32_t> out;
+            double prefill_ms = 0, step_ms = 0;
+            d.clear();
+            ASSERT_EQ(d.draft(seq, 8, 0.0f, out, &prefill_ms, &step_ms), 8);
+            EXPECT_EQ(out, chain);
+            // A floor between token n's confidence and the lowest of tokens 1 .. n - 1: n tokens
+            // drafted (token 0 whatever its confidence).
+            double lowest = 2;
+            for (size_t n = 1; n < chain.size(); lowest = std::min(lowest, conf[n]), ++n) {
+                if (lowest - conf[n] < 1e-4) continue;  // not below every earlier one (or too close to part)
+                const auto p_min = static_cast<float>((std::min(lowest, 1.0) + conf[n]) / 2);
+                d.clear();
+                ASSERT_EQ(d.draft(seq, 8, p_min, out, &prefill_ms, &step_ms), static_cast<int>(n)) << "p_min " << p_min;
+                EXPECT_EQ(out, std::vector<int32_t>(chain.begin(), chain.begin() + static_cast<long>(n)));
+                cut += n > 1;
+            }
+            d.clear();
+            EXPECT_EQ(d.draft(seq, 8, 1.0f, out, &prefill_ms, &step_ms), 1) << "no token is sure beyond doubt";
+        }
+    }
+    EXPECT_GT(cut, 0) << "no floor ended a draft after two or more of its tokens: the test checked only the ends";
 }
 
 TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
@@ -392,8 +465,13 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
     // The model as its own draft over 2,048 of its 151,936 tokens (and the prompt's): its drafts
     // accepted where the model's choice is among them.
     auto narrow = load(SpecMode::Draft, tiny_model(), 4, 2048);
-    int ngram_acc = 0, ngram_drafted = 0, self_acc = 0, other_drafted = 0, other_acc = 0, narrow_drafted = 0,
-        narrow_acc = 0;
+    // The model as its own draft while it is sure enough (the tiny random model's confidences
+    // are 0.07-0.17): its drafts end early.
+    auto sure = load(SpecMode::Draft, tiny_model(), 4, 0, 0.14f);
+    // Never sure enough: drafts of one token (the first, whatever its confidence).
+    auto never = load(SpecMode::Auto, tiny_model(), 4, 0, 1.0f);
+    int ngram_acc = 0, ngram_drafted = 0, self_acc = 0, self_drafted = 0, other_drafted = 0, other_acc = 0,
+        narrow_drafted = 0, narrow_acc = 0, sure_drafted = 0;
     // Without penalties the model's own greedy drafts are its output: all accepted. With the
     // default repeat penalty (applied to the model's logits at every verified position, not to
     // the drafter's) some are not; the output is the same either way.
@@ -402,7 +480,7 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
             const GenRun a = greedy(*off, p, 48, penalty);
             EXPECT_EQ(a.st.drafted(), 0);
             EXPECT_EQ(a.st.decode_forwards, 48);
-            for (Engine* e : {ngram.get(), self.get(), other.get(), autom.get(), narrow.get()}) {
+            for (Engine* e : {ngram.get(), self.get(), other.get(), autom.get(), narrow.get(), sure.get(), never.get()}) {
                 const GenRun b = greedy(*e, p, 48, penalty);
                 EXPECT_EQ(a.tokens, b.tokens) << p;
                 EXPECT_EQ(a.text, b.text) << p;
@@ -416,6 +494,7 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
                 }
                 if (e == self.get()) {
                     self_acc += b.st.model_accepted;
+                    self_drafted += b.st.model_drafted;
                     if (penalty == 1.0f) {
                         EXPECT_EQ(b.st.model_accepted, b.st.model_drafted) << "the model's own greedy drafts";
                     }
@@ -429,6 +508,8 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
                     narrow_drafted += b.st.model_drafted;
                     narrow_acc += b.st.model_accepted;
                 }
+                if (e == sure.get()) sure_drafted += b.st.model_drafted;
+                if (e == never.get()) EXPECT_LE(b.st.model_drafted, b.st.decode_forwards);
             }
         }
     }
@@ -438,6 +519,8 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
     EXPECT_GT(other_drafted, other_acc) << "the other model's drafts were meant to be rejected too";
     EXPECT_GT(narrow_acc, 0);
     EXPECT_GT(narrow_drafted, narrow_acc) << "a random model's choices outside 2,048 ids are drafted wrong";
+    EXPECT_GT(sure_drafted, 0);
+    EXPECT_LT(sure_drafted, self_drafted) << "a confidence floor ends some drafts early";
 }
 
 // The draft model reads the prompt in the prompt phase (its time in TTFT, not in the decode),
