@@ -16,6 +16,8 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace jllm::bench {
 
@@ -124,8 +126,12 @@ int run_workload(const WorkloadOptions& o) {
         prompts.push_back(std::move(q));
     }
     const ModelInfo mi = engines[0]->model_info();
-    std::map<std::string, std::map<std::string, Sum>> sums;    // kind -> mode -> sum ("all": every prompt)
-    std::map<std::string, std::map<std::string, Sum>> groups;  // group -> mode -> sum
+    using Table = std::map<std::string, std::map<std::string, Sum>>;
+    Table sums;    // kind -> mode -> sum ("all": every prompt)
+    Table groups;  // group -> mode -> sum
+    // The same per round: a round's modes ran side by side, so its ratios to `off` are each a
+    // measurement, and their spread is the host's (a shared machine's rate drifts within a run).
+    std::vector<Table> round_sums(static_cast<size_t>(o.reps)), round_groups(static_cast<size_t>(o.reps));
     for (int rep = 0; rep < o.reps; ++rep) {
         for (const Prompt& p : prompts) {
             std::vector<int32_t> reference;
@@ -146,6 +152,10 @@ int run_workload(const WorkloadOptions& o) {
                 all.add(res.stats);
                 Sum* grp = p.group.empty() ? nullptr : &groups[p.group][modes[i]];
                 if (grp) grp->add(res.stats);
+                Table& rs = round_sums[static_cast<size_t>(rep)];
+                rs[p.kind][modes[i]].add(res.stats);
+                rs["all"][modes[i]].add(res.stats);
+                if (!p.group.empty()) round_groups[static_cast<size_t>(rep)][p.group][modes[i]].add(res.stats);
                 const std::vector<int32_t>& t = e.resident_tokens();
                 if (i == 0) {
                     reference = t;
@@ -166,17 +176,28 @@ int run_workload(const WorkloadOptions& o) {
                 "%d tokens per prompt, %d repetition(s)\n\n",
                 o.file.c_str(), mi.name.c_str(), mi.backend.c_str(), mi.device.c_str(), o.config.n_threads,
                 o.draft.empty() ? "none" : o.draft.c_str(), o.repeat_penalty, o.tokens, o.reps);
-    std::printf("| kind | prompts | --spec | decode t/s | x off | tokens per forward | prompt lookup accepted | "
-                "draft model accepted | draft model ms | mean TTFT ms (draft model's prompt) | output = off |\n");
-    std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    auto rows = [&](const std::map<std::string, std::map<std::string, Sum>>& table, const char* prefix) {
+    const bool per_round = o.reps > 1;
+    std::printf("| kind | prompts | --spec | decode t/s | x off |%s tokens per forward | prompt lookup accepted | "
+                "draft model accepted | draft model ms | mean TTFT ms (draft model's prompt) | output = off |\n",
+                per_round ? " x off per round |" : "");
+    std::printf("|---|---:|---|---:|---:|%s---:|---:|---:|---:|---:|---|\n", per_round ? "---|" : "");
+    auto ratio = [](const std::map<std::string, Sum>& by_mode, const std::string& m) {
+        const double base = by_mode.at("off").tps();
+        return base > 0 ? by_mode.at(m).tps() / base : 0.0;
+    };
+    auto rows = [&](const Table& table, const std::vector<Table>& rounds, const char* prefix) {
         for (const auto& [kind, by_mode] : table) {
-            const double base = by_mode.at("off").tps();
             for (const std::string& m : modes) {
                 const Sum& s = by_mode.at(m);
-                std::printf("| %s%s | %d | %s | %.2f | %.2fx | %.2f | %s | %s | %.0f | %.0f (%.0f) | %s |\n", prefix,
-                            kind.c_str(), s.prompts / static_cast<int>(o.reps), m.c_str(), s.tps(),
-                            base > 0 ? s.tps() / base : 0.0,
+                std::string each;
+                for (const Table& r : rounds) {
+                    char b[32];
+                    std::snprintf(b, sizeof b, "%s%.2f", each.empty() ? " " : " / ", ratio(r.at(kind), m));
+                    each += b;
+                }
+                std::printf("| %s%s | %d | %s | %.2f | %.2fx |%s %.2f | %s | %s | %.0f | %.0f (%.0f) | %s |\n", prefix,
+                            kind.c_str(), s.prompts / static_cast<int>(o.reps), m.c_str(), s.tps(), ratio(by_mode, m),
+                            per_round ? (each + " |").c_str() : "",
                             s.forwards > 0 ? static_cast<double>(s.tokens) / s.forwards : 0.0,
                             pct(s.ngram_a, s.ngram_d).c_str(), pct(s.model_a, s.model_d).c_str(), s.draft_ms,
                             s.prompts > 0 ? s.ttft_ms / s.prompts : 0.0,
@@ -184,8 +205,8 @@ int run_workload(const WorkloadOptions& o) {
             }
         }
     };
-    rows(sums, "");
-    rows(groups, "group: ");
+    rows(sums, round_sums, "");
+    rows(groups, round_groups, "group: ");
     int differ = 0;
     for (const auto& [kind, by_mode] : sums) {
         for (const auto& [m, s] : by_mode) differ += kind == "all" ? 0 : s.differ;
