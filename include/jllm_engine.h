@@ -60,8 +60,9 @@ struct EngineConfig {
     // 151,936 tokens is 37% of the bytes it reads a token); 0: every token. The output does not
     // depend on it: the model checks every drafted token. -1: the device's default (the CPU:
     // 32,768; CUDA: every token, its output layer computing every row whatever the mask).
-    // draft_p_min: the draft model's draft ends before a token it gives a probability below this
-    // (among its 16 best tokens), so its unsure guesses cost neither its steps nor verification;
+    // draft_p_min: the draft model's draft ends before a token (after its first) it gives a
+    // probability below this among its 16 best tokens, so its unsure guesses cost neither its
+    // steps nor verification;
     // 0: it drafts the tuner's whole length (docs/speculative.md has the measurements behind the
     // default). The output does not depend on it.
     SpecMode spec = SpecMode::Auto;

@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
     float draft_p_min = jllm::EngineConfig{}.draft_p_min;
     app.add_option("--draft-p-min", draft_p_min,
-                   "--workload: the draft model's draft ends before a token it gives a probability below P (0: never)")
+                   "--workload: the draft model's draft ends before a token (after its first) it gives a probability "
+                   "below P (0: never)")
         ->capture_default_str()->check(CLI::Range(0.0, 1.0));
     app.add_option("--tokens", wl.tokens, "--workload: tokens generated per prompt")->capture_default_str()
         ->check(CLI::Range(2, 4096));

@@ -101,8 +101,8 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
                        "device's default, 32768 on the CPU, every token on CUDA; the output does not change)")
             ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
         app.add_option("--draft-p-min", c.draft_p_min,
-                       "The draft model's draft ends before a token it gives a probability below P (among its 16 "
-                       "best; 0: it drafts the whole length the tuner picks; the output does not change)")
+                       "The draft model's draft ends before a token (after its first) it gives a probability below P "
+                       "among its 16 best (0: it drafts the whole length the tuner picks; the output does not change)")
             ->capture_default_str()->check(CLI::Range(0.0, 1.0));
     }
     if (groups & SAMPLING) {

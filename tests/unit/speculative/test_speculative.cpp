@@ -509,7 +509,9 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
                     narrow_acc += b.st.model_accepted;
                 }
                 if (e == sure.get()) sure_drafted += b.st.model_drafted;
-                if (e == never.get()) EXPECT_LE(b.st.model_drafted, b.st.decode_forwards);
+                if (e == never.get()) {
+                    EXPECT_LE(b.st.model_drafted, b.st.decode_forwards);
+                }
             }
         }
     }
