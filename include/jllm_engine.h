@@ -62,9 +62,8 @@ struct EngineConfig {
     // 32,768; CUDA: every token, its output layer computing every row whatever the mask).
     // draft_p_min: the draft model's draft ends before a token (after its first) it gives a
     // probability below this among its 16 best tokens, so its unsure guesses cost neither its
-    // steps nor verification;
-    // 0: it drafts the tuner's whole length (docs/speculative.md has the measurements behind the
-    // default). The output does not depend on it.
+    // steps nor verification; 0: it drafts the tuner's whole length (docs/speculative.md has the
+    // measurements behind the default). The output does not depend on it.
     SpecMode spec = SpecMode::Auto;
     std::string draft_model_path;
     int draft_max = 8;

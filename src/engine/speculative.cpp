@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
+#include "backend/cpu/select.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "engine/env_options.h"
@@ -113,24 +114,6 @@ void DraftModel::allocate(int n_ctx, KvType kv_type) {
 
 namespace {
 
-// The k best of the allowed logits (mask null: of every one) into ids / vals, best first, ties to
-// the lower id; -inf where fewer are allowed.
-void best_allowed(const std::vector<float>& l, const uint32_t* mask, int k, int32_t* ids, float* vals) {
-    auto ok = [mask](size_t i) { return mask == nullptr || ((mask[i / 32] >> (i % 32)) & 1u) != 0; };
-    std::fill(vals, vals + k, -INFINITY);
-    std::fill(ids, ids + k, 0);
-    for (size_t i = 0; i < l.size(); ++i) {
-        if (!ok(i) || !(l[i] > vals[k - 1])) continue;
-        int at = k - 1;
-        for (; at > 0 && l[i] > vals[at - 1]; --at) {
-            vals[at] = vals[at - 1];
-            ids[at] = ids[at - 1];
-        }
-        vals[at] = l[i];
-        ids[at] = static_cast<int32_t>(i);
-    }
-}
-
 // The best of k selected logits' probability among them.
 float top_confidence(const float* vals, int k) {
     if (!std::isfinite(vals[0])) return 0.0f;
@@ -173,11 +156,9 @@ void DraftModel::select_next(const int32_t* tokens, int n, int pos, const TokenS
                              float* conf) {
     int32_t ids[DRAFT_CONF_K];
     float vals[DRAFT_CONF_K];
-    const bool done = n == 1 ? backend_->forward_select(tokens[0], pos, sel, ids, vals)
-                             : backend_->forward_select_last(tokens, n, pos, sel, ids, vals);
-    if (!done) {
+    if (!backend_->forward_select_last(tokens, n, pos, sel, ids, vals)) {
         backend_->forward(tokens, n, pos, LogitsMode::Last, logits_.data());
-        best_allowed(logits_, sel.allowed, sel.k, ids, vals);
+        select_top_k(logits_.data(), static_cast<int64_t>(logits_.size()), sel.k, sel.allowed, ids, vals);
     }
     *next = ids[0];
     *conf = sel.k > 1 ? top_confidence(vals, sel.k) : 1.0f;

@@ -1,5 +1,6 @@
 // backend/cpu/select.h — the k largest of a row of logits on the host: the CPU backend's
-// Backend::forward_select, and the oracle of the CUDA top-k kernel (cuda::topk_ref).
+// Backend::forward_select, the oracle of the CUDA top-k kernel (cuda::topk_ref), and a draft
+// model's selection where its backend returned the whole row (engine/speculative.cpp).
 #pragma once
 
 #include <cstdint>
