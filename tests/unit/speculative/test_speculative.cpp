@@ -521,8 +521,10 @@ TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
     EXPECT_GT(other_drafted, other_acc) << "the other model's drafts were meant to be rejected too";
     EXPECT_GT(narrow_acc, 0);
     EXPECT_GT(narrow_drafted, narrow_acc) << "a random model's choices outside 2,048 ids are drafted wrong";
+    // The floor's cuts themselves: DraftModelConfidence. Here only that it drafts: the drafted
+    // totals of `sure` and `self` are not ordered (shorter drafts mean more rounds; 192 vs 190 seen).
     EXPECT_GT(sure_drafted, 0);
-    EXPECT_LT(sure_drafted, self_drafted) << "a confidence floor ends some drafts early";
+    EXPECT_GT(self_drafted, 0);
 }
 
 // The draft model reads the prompt in the prompt phase (its time in TTFT, not in the decode),
