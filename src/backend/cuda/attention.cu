@@ -15,7 +15,9 @@
 // Decode splits the KV length into up to max_split ranges (grid z) of >= ATTN_MIN_SPLIT_KEYS keys
 // (>= one chunk, 32 x warps keys, for the group-shared decode kernel); each split
 // writes its unnormalized (m, l, acc) per head to the work buffer and kernel_attention_combine
-// merges them. Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU backend computes them.
+// merges them. A verification's few queries (AttentionParams::decode_rows) are decode steps in one
+// launch: grid y is the query, each with its own position's split plan, then one combine for all.
+// Scores: (q . k) * k_scale / sqrt(head_dim), as the CPU backend computes them.
 #include <algorithm>
 #include <cmath>
 
@@ -232,9 +234,12 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     __shared__ float part[COMBINE_MAX_PAR][MAX_HD];
     const int h = blockIdx.x, t = blockIdx.y;
     const int hd = p.head_dim, tid = threadIdx.x, nthr = blockDim.x, d = tid % hd, g = tid / hd, par = nthr / hd;
-    if (p.pos_dev) p.pos0 = *p.pos_dev;
+    // Keys of the plan: each query's own with decode_rows (as its kernel split them), else the
+    // last token's (every token's splits are the same ranges).
+    const int n_kv = p.decode_rows ? (p.pos_dev ? p.pos_dev[t] : p.pos0 + t) + 1
+                                   : (p.pos_dev ? *p.pos_dev : p.pos0) + p.n_tok;
     int per_split, n_used;
-    split_plan(p.pos0 + p.n_tok, n_split, min_keys, &per_split, &n_used);
+    split_plan(n_kv, n_split, min_keys, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
     // Up to COMBINE_REG splits' values per thread into registers first: their loads need no
     // weight, so they overlap the reductions below (a loop after them waited for each load in
@@ -276,6 +281,14 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     }
 }
 
+// The combine of n_split splits of at least min_keys keys: one block per (head, token).
+void launch_combine(const AttentionParams& p, int n_split, int min_keys, void* stream) {
+    const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tok));
+    const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / p.head_dim);
+    kernel_attention_combine<<<grid, p.head_dim * par, 0, as_stream(stream)>>>(p, n_split, min_keys);
+    JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
+}
+
 // Fewest keys per split of the kernel that runs: a chunk of the group-shared kernel, else a tile.
 int split_min_keys(bool grouped, const AttnChoice& choice) { return grouped ? choice.decode_warps * WARP : ATTN_MIN_SPLIT_KEYS; }
 
@@ -296,6 +309,50 @@ void launch_attention_generic(const AttentionParams& p, int n_split, int group, 
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention");
 }
 
+// Decode splits in the grid for a query over n_kv keys: graph mode sizes the grid for max_split
+// (the kernels skip what the position does not need), otherwise the plan is made here.
+int decode_grid_splits(const AttentionParams& p, int n_kv, int min_keys) {
+    const bool can_split = p.max_split > 1 && p.work != nullptr;
+    if (p.pos_dev != nullptr) return can_split ? p.max_split : 1;
+    if (!can_split) return 1;
+    int per = 0, used = 0;
+    split_plan(n_kv, p.max_split, min_keys, &per, &used);
+    return used > 1 ? p.max_split : 1;
+}
+
+void launch_attention_rows(const AttentionParams& p, int group, void* stream) {
+    JLLM_ASSERT_MSG(p.post == nullptr && p.n_tok <= GEMV_MAX_TOKENS, "attention: decode_rows takes a few queries, no post");
+    if (!use_grouped_decode(1, p.kv_type, group, p.head_dim, p.choice)) {
+        // Heads the group-shared kernel does not serve: a decode launch per query, then the 8-bit rows.
+        const int64_t Q = static_cast<int64_t>(p.n_head) * p.head_dim;
+        for (int t = 0; t < p.n_tok; ++t) {
+            AttentionParams a = p;
+            a.q = p.q + t * Q;
+            a.out = p.out + t * Q;
+            a.n_tok = 1;
+            a.pos0 = p.pos0 + t;
+            a.pos_dev = p.pos_dev ? p.pos_dev + t : nullptr;
+            a.out_q8 = nullptr;
+            a.decode_rows = false;
+            launch_attention(a, stream);
+        }
+        if (p.out_q8 != nullptr) launch_quantize_act(p.out, p.n_tok, Q, p.out_q8, stream);
+        return;
+    }
+    // The last query reads the most keys: the grid's splits are what its step would take. A query
+    // whose own plan uses one split goes through the combine too, which gives the same bits as
+    // the kernel's direct write (its weight is exp(0) = 1).
+    const int min_keys = split_min_keys(true, p.choice);
+    const int n_split = decode_grid_splits(p, p.pos0 + p.n_tok, min_keys);
+    if (n_split > 1) {
+        const size_t need = attention_work_floats(p.n_tok, p.n_head, p.head_dim, p.max_split);
+        JLLM_ASSERT_MSG(p.work_floats >= need, "attention: decode_rows needs n_tok rows of split work");
+    }
+    const DecodeHeads heads = attention_decode_heads(group, p.n_head, n_split, device_sm_count(), p.choice.decode_warps);
+    launch_attention_decode_grouped(p, n_split, min_keys, nullptr, heads.per_block, stream);
+    if (n_split > 1) launch_combine(p, n_split, min_keys, stream);
+}
+
 }  // namespace
 
 int attention_split_keys(KvType kv, int n_head, int n_head_kv, int head_dim, const AttnChoice& choice) {
@@ -311,23 +368,16 @@ void launch_attention(const AttentionParams& p, void* stream) {
     JLLM_ASSERT(p.head_dim % WARP == 0 && p.head_dim <= MAX_HD);
     const int group = p.n_head / p.n_head_kv;
     if (group > MAX_WARPS) throw JllmError(strfmt("cuda: attention supports at most %d query heads per KV head", MAX_WARPS));
-    // Splits in the grid: graph mode (pos0 only known on the device) sizes the grid for
-    // max_split and the kernels skip what the position does not need; otherwise the plan is
-    // made here.
     JLLM_ASSERT(p.choice.decode_warps == 1 || p.choice.decode_warps == 2 || p.choice.decode_warps == 4);
+    JLLM_ASSERT(p.max_split <= ATTN_MAX_SPLIT_GRID);
+    if (p.decode_rows && p.n_tok > 1) {
+        launch_attention_rows(p, group, stream);
+        return;
+    }
+    JLLM_ASSERT_MSG(p.pos_dev == nullptr || p.n_tok == 1, "attention: device-side position is for decode");
     const bool grouped = use_grouped_decode(p.n_tok, p.kv_type, group, p.head_dim, p.choice);
     const int min_keys = split_min_keys(grouped, p.choice);
-    int n_split = 1;
-    const bool can_split = p.n_tok == 1 && p.max_split > 1 && p.work != nullptr;
-    JLLM_ASSERT(p.max_split <= ATTN_MAX_SPLIT_GRID);
-    if (p.pos_dev != nullptr) {
-        JLLM_ASSERT_MSG(p.n_tok == 1, "attention: device-side position is for single-token decode");
-        n_split = can_split ? p.max_split : 1;
-    } else if (can_split) {
-        int per = 0, used = 0;
-        split_plan(p.pos0 + p.n_tok, p.max_split, min_keys, &per, &used);
-        n_split = used > 1 ? p.max_split : 1;
-    }
+    const int n_split = p.n_tok == 1 ? decode_grid_splits(p, p.pos0 + 1, min_keys) : 1;
     // The Q/K/V post: folded into the grouped decode kernel where a block's heads, K and V take one
     // round of its warps, or two rounds on a large grid (there the saved launch outweighs the
     // second round; at short contexts it does not: docs/gpu_speed_notes.md), else its own kernel
@@ -349,12 +399,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
             launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
         }
     };
-    auto combine = [&](const AttentionParams& cp, int splits, int keys) {
-        const dim3 cgrid(static_cast<unsigned>(cp.n_head), static_cast<unsigned>(cp.n_tok));
-        const int par = std::min(COMBINE_MAX_PAR, MAX_HD * 4 / cp.head_dim);
-        kernel_attention_combine<<<cgrid, cp.head_dim * par, 0, as_stream(stream)>>>(cp, splits, keys);
-        JLLM_CUDA_LAUNCH_CHECK("kernel_attention_combine");
-    };
+    auto combine = [&](const AttentionParams& cp, int splits, int keys) { launch_combine(cp, splits, keys, stream); };
     if (n_split == 1 && p.choice.kernel == AttnKernel::Auto && attention_mma_supported(p)) {
         const MmaSplit sp = attention_mma_split(p, device_sm_count());
         JLLM_ASSERT(sp.n_split <= ATTN_MAX_SPLIT_GRID);

@@ -1,5 +1,6 @@
 // backend/cuda/attention_decode.cu — single-token decode attention by the group-shared kernel
-// (INT8 cache; FP16 cache at head_dim 128 and 256), its heads-per-block plan
+// (INT8 cache; FP16 cache at head_dim 128 and 256; a verification's few queries as decode steps in
+// one launch, AttentionParams::decode_rows: grid y is the query), its heads-per-block plan
 // (attention_decode_heads) and its launch; the split plan and the combine of its split results are
 // attention.cu's.
 //
@@ -488,15 +489,16 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
     void* p_area = q_s + G * HD;                          // the probabilities
 
     // Block x: query heads h0 = x G .. h0 + G - 1 of KV head hk (G divides the group; below it
-    // several blocks share a KV head and its chunks).
-    const int h0 = blockIdx.x * G, hk = h0 / (p.n_head / p.n_head_kv), s = blockIdx.z;
+    // several blocks share a KV head and its chunks); y: the query (AttentionParams::decode_rows,
+    // at position pos0 + t; 0 for a step).
+    const int h0 = blockIdx.x * G, hk = h0 / (p.n_head / p.n_head_kv), s = blockIdx.z, t = blockIdx.y;
     // The queries by cp.async, issued before the position is read: their latency overlaps the
     // position's, and the first chunk's K/V and scales follow in one more round trip.
     if constexpr (!POST) {
-        const float* qg = p.q + static_cast<int64_t>(h0) * HD;
+        const float* qg = p.q + (static_cast<int64_t>(t) * p.n_head + h0) * HD;
         for (int u = threadIdx.x; u < G * HD / 4; u += blockDim.x) cp_async16(q_s + 4 * u, qg + 4 * u);
     }
-    if (p.pos_dev) p.pos0 = *p.pos_dev;
+    p.pos0 = p.pos_dev ? p.pos_dev[t] : p.pos0 + t;
     int per_split, n_used;
     split_plan(p.pos0 + 1, n_split, min_keys, &per_split, &n_used);
     if (s >= n_used) {  // block-uniform, before any barrier
@@ -616,11 +618,11 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
             // With out_q8 the warp (32 consecutive values: G * HD and the block are multiples of
             // 32) also quantizes them: one act_q8 block.
             const float v = a / lt;
-            const int64_t o_idx = static_cast<int64_t>(h0 + g) * HD + d;
+            const int64_t o_idx = (static_cast<int64_t>(t) * p.n_head + h0 + g) * HD + d;
             p.out[o_idx] = v;
             if (p.out_q8) {
                 int8_t* q = static_cast<int8_t*>(p.out_q8);
-                float4* sc = reinterpret_cast<float4*>(q + act_q8_scales_at(1, static_cast<int64_t>(p.n_head) * HD));
+                float4* sc = reinterpret_cast<float4*>(q + act_q8_scales_at(p.n_tok, static_cast<int64_t>(p.n_head) * HD));
                 quantize_block_warp(v, lane, q + (o_idx - lane), sc + o_idx / 32);
             }
         }
@@ -642,7 +644,7 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
                     a.w += v.w * f[w];
                 }
             }
-            float* wr = p.work + (static_cast<int64_t>(h0 + g) * p.max_split + s) * (HD + 2);  // 8-byte aligned
+            float* wr = p.work + ((static_cast<int64_t>(t) * p.n_head + h0 + g) * p.max_split + s) * (HD + 2);  // 8-byte aligned
             *reinterpret_cast<float2*>(wr + d) = make_float2(a.x, a.y);
             *reinterpret_cast<float2*>(wr + d + 2) = make_float2(a.z, a.w);
             if (d == 0) {
@@ -666,7 +668,8 @@ void launch_grouped_decode_heads(const AttentionParams& p, int n_split, int min_
                         void* stream) {
     const int warps = min_keys / WARP;
     const size_t smem = grouped_decode_smem_bytes(warps, G, p.head_dim, p.kv_type);
-    const dim3 grid(static_cast<unsigned>(p.n_head / G), 1, static_cast<unsigned>(n_split));
+    const dim3 grid(static_cast<unsigned>(p.n_head / G), static_cast<unsigned>(p.decode_rows ? p.n_tok : 1),
+                    static_cast<unsigned>(n_split));
     const QkvPostParams pp = post ? *post : QkvPostParams{};
     auto launch = [&](auto kernel) {
         allow_dynamic_smem(kernel, smem);
@@ -737,7 +740,8 @@ DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms, 
 }
 
 bool attention_decode_tensor_cores(const AttentionParams& p) {
-    return use_grouped_decode(p.n_tok, p.kv_type, p.n_head / p.n_head_kv, p.head_dim, p.choice) && grouped_uses_mma(p.head_dim);
+    const int n_tok = p.decode_rows ? 1 : p.n_tok;  // decode_rows: each query as a step
+    return use_grouped_decode(n_tok, p.kv_type, p.n_head / p.n_head_kv, p.head_dim, p.choice) && grouped_uses_mma(p.head_dim);
 }
 
 }  // namespace cuda

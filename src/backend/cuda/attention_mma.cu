@@ -368,7 +368,7 @@ void launch_fa_heads(const AttentionParams& p, const MmaSplit& sp, cudaStream_t 
 }  // namespace
 
 bool attention_mma_supported(const AttentionParams& p) {
-    return p.n_tok > 1 && p.pos_dev == nullptr && (p.head_dim == 64 || p.head_dim == 128);
+    return p.n_tok > 1 && !p.decode_rows && p.pos_dev == nullptr && (p.head_dim == 64 || p.head_dim == 128);
 }
 
 MmaSplit attention_mma_split(const AttentionParams& p, int sms) {

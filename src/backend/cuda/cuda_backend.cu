@@ -118,8 +118,10 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     split_keys_ = cuda::attention_split_keys(kv_type_, static_cast<int>(c_.n_head), static_cast<int>(c_.n_head_kv),
                                              static_cast<int>(c_.head_dim), opt_.attention);
     max_split_ = std::min(opt_.attn_max_split, std::max(1, (n_ctx + split_keys_ - 1) / split_keys_));
-    // The same buffer holds a short prefill's key splits (one wave of 128-row blocks).
-    attn_work_floats_ = std::max(cuda::attention_work_floats(1, static_cast<int>(c_.n_head),
+    // A verification's queries (up to GEMV_MAX_TOKENS, AttentionParams::decode_rows) each take a
+    // step's splits; the same buffer holds a short prefill's key splits (one wave of 128-row blocks).
+    const int split_rows = std::min(n_batch_, cuda::GEMV_MAX_TOKENS);
+    attn_work_floats_ = std::max(cuda::attention_work_floats(split_rows, static_cast<int>(c_.n_head),
                                                              static_cast<int>(c_.head_dim), max_split_),
                                  cuda::attention_mma_work_floats(static_cast<int>(c_.head_dim), cuda::device_sm_count()));
     attn_work_ = fbuf(attn_work_floats_);

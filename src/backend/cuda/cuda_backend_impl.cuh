@@ -209,8 +209,9 @@ private:
     float* u_ = nullptr;    // [n_batch][n_ff] up, where gate and up differ in type (else null)
     float* logits_dev_ = nullptr;  // [LOGIT_ROWS][n_vocab]
     uint16_t* xh_ = nullptr;  // [n_batch][max(n_embd, n_head * head_dim, n_ff)] fp16: the GEMM's input
-    float* attn_work_ = nullptr;   // [n_head][max_split_][head_dim + 2]: decode splits' partial results,
-                                   // or a split prefill's ([n_tok][n_head][splits][head_dim + 2])
+    float* attn_work_ = nullptr;   // [min(n_batch, 4)][n_head][max_split_][head_dim + 2]: decode splits'
+                                   // partial results (a verification's queries: one row each), or a
+                                   // split prefill's ([n_tok][n_head][splits][head_dim + 2])
     size_t attn_work_floats_ = 0;
     int32_t* tokens_dev_ = nullptr;  // [n_batch]
     int32_t* argmax_dev_ = nullptr;  // [1]

@@ -291,7 +291,7 @@ struct AttentionParams {
     // (attention_mma_split), into at most work_floats floats of `work`, at most max_split splits.
     float* work = nullptr;
     int max_split = 0;  // 0 or 1: no split
-    size_t work_floats = 0;  // floats at `work`, read by the prefill split only (0: no prefill split)
+    size_t work_floats = 0;  // floats at `work`, read by the prefill split and decode_rows (0: no prefill split)
     // Graph mode: pos0 is read from device memory at run time (CUDA-graph replay of a decode
     // step); the grid is then sized for max_split and unused splits exit at once.
     const int* pos_dev = nullptr;
@@ -306,6 +306,13 @@ struct AttentionParams {
     // otherwise launch_qkv_post runs first. q then holds the projections, which stay unchanged
     // when folded.
     const QkvPostParams* post = nullptr;
+    // A few queries as decode steps (speculative decoding's verification, n_tok <= GEMV_MAX_TOKENS,
+    // no post): query t at position pos0 + t (pos_dev[t] in graph mode, pos_dev holding n_tok
+    // consecutive positions) over keys 0..pos0+t, each with the split plan a decode step at that
+    // position has, all in one launch of the group-shared decode kernel (grid y: the query) and one
+    // combine; `work` then holds n_tok rows (attention_work_floats(n_tok, ..), checked against
+    // work_floats). Heads the group-shared kernel does not serve: one decode launch per query.
+    bool decode_rows = false;
     AttnChoice choice;
 };
 // Decode attention splits of the generic kernel: one 32-key tile at least. The group-shared
@@ -332,7 +339,7 @@ struct DecodeHeads {
 DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms, int warps);
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
-// Prefill (n_tok > 1, position on the host) with head_dim 64 or 128 runs on tensor cores
+// Prefill (n_tok > 1, position on the host, not decode_rows) with head_dim 64 or 128 runs on tensor cores
 // (attention_mma.cu: Q and P rounded to fp16, sums in fp32) unless AttnChoice::kernel is Simt.
 bool attention_mma_supported(const AttentionParams& p);
 // Decode over the INT8 or FP16 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q

@@ -181,25 +181,11 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     ap.choice = opt_.attention;
     ap.out_q8 = q8 ? xq_ : nullptr;
     ap.post = post_in_attention ? &qp : nullptr;
-    if (q8 && n_tokens > 1) {
-        // A few tokens (speculative decoding's verification): each query by the decode attention,
-        // split over the KV length like a step's (the prefill kernel gives each head one block,
-        // 7x a step at 4,096 positions on the H200), at its own position (pos_dev[t] in a graph).
-        for (int t = 0; t < n_tokens; ++t) {
-            cuda::AttentionParams a = ap;
-            a.q = q_ + t * Q;
-            a.out = att_ + t * Q;
-            a.n_tok = 1;
-            a.pos0 = pos0 + t;
-            a.pos_dev = pos_dev ? pos_dev + t : nullptr;
-            a.out_q8 = nullptr;
-            a.post = nullptr;
-            cuda::launch_attention(a, stream_);
-        }
-        cuda::launch_quantize_act(att_, n_tokens, Q, xq_, stream_);
-    } else {
-        cuda::launch_attention(ap, stream_);
-    }
+    // A few tokens (speculative decoding's verification): each query as a decode step, split over
+    // the KV length like a step's (the prefill kernel gives each head one block, 7x a step at 4,096
+    // positions on the H200), at its own position (pos_dev[t] in a graph), in one launch.
+    ap.decode_rows = q8 && n_tokens > 1;
+    cuda::launch_attention(ap, stream_);
     step("attention");
     tap("attn", il, att_, n_tokens, Q);
 

@@ -1,8 +1,9 @@
 // tests/cuda/ops/test_attention.cpp — causal grouped-query attention over the INT8 and FP16 KV
 // cache against attention_ref: the tensor-core prefill and the fp32 kernels, decode split over the
 // KV length (graph mode: the position read on the device), the group-shared decode kernel (INT8
-// and FP16) at 1, 2 and 4 warps, its heads per block (host), its 8-bit output, and the Q/K/V post
-// folded into the decode kernel bit for bit against the two kernels it replaces. The kernels a
+// and FP16) at 1, 2 and 4 warps, its heads per block (host), its 8-bit output, a verification's
+// queries as decode steps in one launch (bit for bit against one step per query), and the Q/K/V
+// post folded into the decode kernel bit for bit against the two kernels it replaces. The kernels a
 // case may take (cuda::AttnChoice) travel in its AttentionParams.
 #include <gtest/gtest.h>
 
@@ -47,6 +48,7 @@ struct AttnCase {
     int head_dim, n_head, n_head_kv, n_tok, pos0, max_split;
     bool pos_on_device = false;  // graph mode: pos0 read from device memory
     bool q8_out = false;         // also write the output as 8-bit activations
+    bool decode_rows = false;    // the queries as decode steps in one launch (a verification)
 };
 
 // The buffers an attention reads and writes (host or device): queries, output, caches, scales.
@@ -64,7 +66,8 @@ void point_attention(cuda::AttentionParams& p, const float* q, float* out, const
 void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt19937& rng) {
     SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.head_dim) +
                  " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " n_tok=" +
-                 std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0) + " split=" + std::to_string(c.max_split));
+                 std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0) + " split=" + std::to_string(c.max_split) +
+                 (c.decode_rows ? " rows" : ""));
     const int hd = c.head_dim, KV = c.n_head_kv * hd, Q = c.n_head * hd;
     const int n_ctx = c.pos0 + c.n_tok + 5;  // a few unused positions at the end
     const size_t n_elem = static_cast<size_t>(n_ctx) * KV;
@@ -128,7 +131,10 @@ void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt199
     dp.work = work.get();
     dp.max_split = c.max_split;
     dp.work_floats = wf;
-    DevBuf<int> dpos(std::vector<int>{c.pos0});
+    dp.decode_rows = c.decode_rows;
+    std::vector<int> positions(static_cast<size_t>(c.n_tok));  // graph mode's: one per query
+    for (int t = 0; t < c.n_tok; ++t) positions[t] = c.pos0 + t;
+    DevBuf<int> dpos(positions);
     if (c.pos_on_device) {
         dp.pos_dev = dpos.get();
         dp.pos0 = 0;  // must not be used
@@ -326,7 +332,141 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
             run_attn_case({kv, 64, 16, 2, 7, 3000, 64, false, true}, choice, rng);  // group 8, one block per KV head
             run_attn_case({kv, 128, 6, 6, 40, 700, 8}, choice, rng);                // MHA, splits capped at 8
             run_attn_case({kv, 128, 2, 2, 600, 8, 8}, choice, rng);  // a split past whole blocks and warps' first rows
+            // a verification's queries as decode steps in one launch (decode_rows): Qwen3-4B heads at
+            // depth in graph mode, rows whose own plans use one split or several, no split at all,
+            // head_dim 64 (fp32 path), group 6, group 5 (a decode launch per query)
+            run_attn_case({kv, 128, 32, 8, 4, 4093, 33, true, true, true}, choice, rng);
+            run_attn_case({kv, 128, 32, 8, 4, 126, 8, false, true, true}, choice, rng);  // 127-130 keys
+            run_attn_case({kv, 128, 16, 8, 3, 20, 4, false, true, true}, choice, rng);   // one split each
+            run_attn_case({kv, 64, 16, 4, 2, 700, 16, true, true, true}, choice, rng);
+            run_attn_case({kv, 256, 12, 2, 4, 1000, 8, false, false, true}, choice, rng);
+            run_attn_case({kv, 64, 10, 2, 4, 300, 4, true, true, true}, choice, rng);
             run_decode_shapes(kv, choice, rng);
+        }
+    }
+}
+
+// A verification's queries in one launch (AttentionParams::decode_rows) against each query decoded
+// as a step at its position (n_tok 1, the same max_split): the output and its 8-bit rows bit for
+// bit, so a verified token's logits are a plain step's. Graph mode (every query over the grid's
+// max_split) and host plans (queries whose own plan takes one split go through the combine), the
+// group-shared kernel's heads (1, 2 and 4 per block, the fp32 path at head_dim 64, FP16 at 128)
+// and group 5 (a decode launch per query).
+TEST(CudaOps, AttentionDecodeRowsMatchSteps) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(5150);
+    struct Case {
+        KvType kv;
+        int hd, n_head, n_head_kv, n_tok, pos0, max_split;
+        bool pos_dev;
+    };
+    const Case cases[] = {
+        {KvType::Int8, 128, 32, 8, 4, 4093, 33, true},   // Qwen3-4B heads at depth 4096, graph mode
+        {KvType::Int8, 128, 32, 8, 4, 4093, 33, false},  // the same, plans made on the host
+        {KvType::Int8, 128, 32, 8, 4, 126, 33, false},   // 127-130 keys: one split, then two
+        {KvType::Int8, 128, 32, 8, 3, 20, 8, false},     // one split each: written by the kernel
+        {KvType::Int8, 128, 32, 8, 2, 1500, 16, true},   // two heads per block
+        {KvType::Int8, 64, 16, 8, 4, 700, 8, true},      // head_dim 64, the fp32 path
+        {KvType::Fp16, 128, 32, 8, 4, 1000, 16, false},  // the FP16 cache
+        {KvType::Int8, 128, 12, 2, 4, 300, 4, true},     // group 6
+        {KvType::Int8, 64, 10, 2, 4, 300, 4, false},     // group 5: a decode launch per query
+    };
+    const cuda::AttnChoice choice;  // the engine's kernels
+    for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.hd) +
+                     " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " n_tok=" +
+                     std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0) + " split=" +
+                     std::to_string(c.max_split) + (c.pos_dev ? " graph" : ""));
+        const bool int8 = c.kv == KvType::Int8;
+        const int hd = c.hd, Q = c.n_head * hd, KV = c.n_head_kv * hd, n_ctx = c.pos0 + c.n_tok;
+        const size_t n_elem = static_cast<size_t>(n_ctx) * KV;
+        std::vector<uint8_t> kc(n_elem * (int8 ? 1 : 2)), vc(kc.size());
+        std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv), vs(ks.size());
+        std::uniform_int_distribution<int> q8(-127, 127);
+        std::uniform_real_distribution<float> sc(0.005f, 0.05f);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (size_t i = 0; i < n_elem; ++i) {
+            if (int8) {
+                kc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+                vc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
+            } else {
+                reinterpret_cast<Half*>(kc.data())[i] = to_half(2.0f * nd(rng));
+                reinterpret_cast<Half*>(vc.data())[i] = to_half(nd(rng));
+            }
+        }
+        for (size_t i = 0; i < ks.size(); ++i) {
+            ks[i] = to_half(sc(rng) * 4.0f);
+            vs[i] = to_half(sc(rng));
+        }
+        const std::vector<float> q = randn(static_cast<size_t>(c.n_tok) * Q, rng);
+        std::vector<int> positions(static_cast<size_t>(c.n_tok));
+        for (int t = 0; t < c.n_tok; ++t) positions[t] = c.pos0 + t;
+        DevBuf<float> dq(q);
+        DevBuf<uint8_t> dkc(kc), dvc(vc);
+        DevBuf<Half> dks(ks), dvs(vs);
+        DevBuf<int> dpos(positions);
+        cuda::AttentionParams base;
+        point_attention(base, dq.get(), nullptr, dkc.get(), dvc.get(), int8 ? dks.get() : nullptr,
+                        int8 ? dvs.get() : nullptr);
+        base.kv_type = c.kv;
+        base.n_head = c.n_head;
+        base.n_head_kv = c.n_head_kv;
+        base.head_dim = hd;
+        base.max_split = c.max_split;
+        base.choice = choice;
+
+        // All queries in one launch.
+        const size_t wf = cuda::attention_work_floats(c.n_tok, c.n_head, hd, c.max_split);
+        DevBuf<float> work(wf), out(q.size());
+        DevBuf<uint8_t> out_q8(cuda::act_q8_bytes(c.n_tok, Q));
+        work.poison();
+        out.poison();
+        out_q8.poison();
+        cuda::AttentionParams rp = base;
+        rp.out = out.get();
+        rp.out_q8 = out_q8.get();
+        rp.work = work.get();
+        rp.work_floats = wf;
+        rp.n_tok = c.n_tok;
+        rp.pos0 = c.pos_dev ? 0 : c.pos0;
+        rp.pos_dev = c.pos_dev ? dpos.get() : nullptr;
+        rp.decode_rows = true;
+        cuda::launch_attention(rp, nullptr);
+        const std::vector<float> got = out.download();
+        const std::vector<uint8_t> got_q8 = out_q8.download();
+        const int8_t* got_codes = reinterpret_cast<const int8_t*>(got_q8.data());
+        const float* got_scales = reinterpret_cast<const float*>(got_q8.data() + cuda::act_q8_scale_offset(c.n_tok, Q));
+
+        // Each query as a step.
+        for (int t = 0; t < c.n_tok; ++t) {
+            SCOPED_TRACE("query " + std::to_string(t));
+            const size_t swf = cuda::attention_work_floats(1, c.n_head, hd, c.max_split);
+            DevBuf<float> swork(swf), sout(static_cast<size_t>(Q));
+            DevBuf<uint8_t> sq8(cuda::act_q8_bytes(1, Q));
+            swork.poison();
+            sout.poison();
+            sq8.poison();
+            cuda::AttentionParams sp = base;
+            sp.q = dq.get() + static_cast<size_t>(t) * Q;
+            sp.out = sout.get();
+            sp.out_q8 = sq8.get();
+            sp.work = swork.get();
+            sp.work_floats = swf;
+            sp.n_tok = 1;
+            sp.pos0 = c.pos_dev ? 0 : c.pos0 + t;
+            sp.pos_dev = c.pos_dev ? dpos.get() + t : nullptr;
+            cuda::launch_attention(sp, nullptr);
+            const std::vector<float> want = sout.download();
+            const std::vector<uint8_t> want_q8 = sq8.download();
+            ASSERT_EQ(std::memcmp(got.data() + static_cast<size_t>(t) * Q, want.data(), Q * sizeof(float)), 0)
+                << "output";
+            ASSERT_EQ(std::memcmp(got_codes + static_cast<size_t>(t) * Q, want_q8.data(), static_cast<size_t>(Q)), 0)
+                << "8-bit codes";
+            const float* want_scales = reinterpret_cast<const float*>(want_q8.data() + cuda::act_q8_scale_offset(1, Q));
+            ASSERT_EQ(std::memcmp(got_scales + static_cast<size_t>(t) * (Q / 32) * 4, want_scales,
+                                  static_cast<size_t>(Q / 32) * 4 * sizeof(float)),
+                      0)
+                << "8-bit scales";
         }
     }
 }
