@@ -236,8 +236,7 @@ __global__ void __launch_bounds__(MAX_HD * 4) kernel_attention_combine(Attention
     const int hd = p.head_dim, tid = threadIdx.x, nthr = blockDim.x, d = tid % hd, g = tid / hd, par = nthr / hd;
     // Keys of the plan: each query's own with decode_rows (as its kernel split them), else the
     // last token's (every token's splits are the same ranges).
-    const int n_kv = p.decode_rows ? (p.pos_dev ? p.pos_dev[t] : p.pos0 + t) + 1
-                                   : (p.pos_dev ? *p.pos_dev : p.pos0) + p.n_tok;
+    const int n_kv = (p.pos_dev ? *p.pos_dev : p.pos0) + (p.decode_rows ? t + 1 : p.n_tok);
     int per_split, n_used;
     split_plan(n_kv, n_split, min_keys, &per_split, &n_used);
     const float* w = p.work + (static_cast<int64_t>(t) * p.n_head + h) * p.max_split * (hd + 2);
@@ -321,9 +320,11 @@ int decode_grid_splits(const AttentionParams& p, int n_kv, int min_keys) {
 }
 
 void launch_attention_rows(const AttentionParams& p, int group, void* stream) {
-    JLLM_ASSERT_MSG(p.post == nullptr && p.n_tok <= GEMV_MAX_TOKENS, "attention: decode_rows takes a few queries, no post");
+    JLLM_ASSERT_MSG(p.n_tok <= GEMV_MAX_TOKENS, "attention: decode_rows takes a few queries");
     if (!use_grouped_decode(1, p.kv_type, group, p.head_dim, p.choice)) {
-        // Heads the group-shared kernel does not serve: a decode launch per query, then the 8-bit rows.
+        // Heads the group-shared kernel does not serve: the post, a decode launch per query, then
+        // the 8-bit rows.
+        if (p.post != nullptr) launch_qkv_post(*p.post, stream);
         const int64_t Q = static_cast<int64_t>(p.n_head) * p.head_dim;
         for (int t = 0; t < p.n_tok; ++t) {
             AttentionParams a = p;
@@ -333,6 +334,7 @@ void launch_attention_rows(const AttentionParams& p, int group, void* stream) {
             a.pos0 = p.pos0 + t;
             a.pos_dev = p.pos_dev ? p.pos_dev + t : nullptr;
             a.out_q8 = nullptr;
+            a.post = nullptr;
             a.decode_rows = false;
             launch_attention(a, stream);
         }
@@ -348,8 +350,17 @@ void launch_attention_rows(const AttentionParams& p, int group, void* stream) {
         const size_t need = attention_work_floats(p.n_tok, p.n_head, p.head_dim, p.max_split);
         JLLM_ASSERT_MSG(p.work_floats >= need, "attention: decode_rows needs n_tok rows of split work");
     }
+    // Heads per block and the post as a step at the last query's position has them; a block then
+    // also stores K and V at each new position among its keys (up to n_tok of them).
     const DecodeHeads heads = attention_decode_heads(group, p.n_head, n_split, device_sm_count(), p.choice.decode_warps);
-    launch_attention_decode_grouped(p, n_split, min_keys, nullptr, heads.per_block, stream);
+    const QkvPostParams* post = nullptr;
+    if (p.post != nullptr) {
+        JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&
+                    p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
+        if (heads.folds_post) post = p.post;
+        else launch_qkv_post(*p.post, stream);
+    }
+    launch_attention_decode_grouped(p, n_split, min_keys, post, heads.per_block, stream);
     if (n_split > 1) launch_combine(p, n_split, min_keys, stream);
 }
 

@@ -464,10 +464,11 @@ struct GroupedMma {
     }
 };
 
-// POST: the Q/K/V post folded in (AttentionParams::post, one token): each block computes its G
-// query heads into shared memory from the projections, and a block whose split holds the new
-// position also its K and V heads, which it stores into the cache before reading that position
-// back (the barrier at the top of the chunk loop orders the two). Where several blocks share a KV
+// POST: the Q/K/V post folded in (AttentionParams::post): each block computes its G query heads
+// into shared memory from the projections, and a block whose split holds a new position (a
+// step's; those of the verification's queries up to its own) also its K and V heads there, which
+// it stores into the cache before reading them back (the barrier at the top of the chunk loop
+// orders the two). Where several blocks share a KV
 // head (G below the group) each of them computes and stores the same bytes, so each reads back
 // its own store whatever the others' timing.
 // F16: the FP16 cache (tensor-core head sizes only), no scales.
@@ -498,7 +499,8 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
         const float* qg = p.q + (static_cast<int64_t>(t) * p.n_head + h0) * HD;
         for (int u = threadIdx.x; u < G * HD / 4; u += blockDim.x) cp_async16(q_s + 4 * u, qg + 4 * u);
     }
-    p.pos0 = p.pos_dev ? p.pos_dev[t] : p.pos0 + t;
+    const int pos_first = p.pos_dev ? *p.pos_dev : p.pos0;  // the first query's position (the new rows')
+    p.pos0 = pos_first + t;
     int per_split, n_used;
     split_plan(p.pos0 + 1, n_split, min_keys, &per_split, &n_used);
     if (s >= n_used) {  // block-uniform, before any barrier
@@ -506,22 +508,27 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
         return;
     }
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    if constexpr (POST) {
-        // Warp tasks: the G query heads into q_s, then (the last split) K and V of head hk via the
-        // K area (free until the first chunk) into the cache. One call site for every task (the
-        // post's code once in the kernel: a block on a cold SM fetches it once).
-        const int n_tasks = G + (s == n_used - 1 ? 2 : 0);
-        float* kv_buf = reinterpret_cast<float*>(smem);  // [2][HD]
-        for (int task = warp; task < n_tasks; task += blockDim.x / WARP) {
-            const int kind = task < G ? 0 : task - G + 1;  // 0 q, 1 k, 2 v
-            const QkvHeadSrc src = qkv_head_src(pp, kind, kind == 0 ? h0 + task : hk, 0, HD);
-            float* buf = kind == 0 ? q_s + task * HD : kv_buf + (kind - 1) * HD;
-            qkv_post_head<DPL>(pp, src.vec, src.bias, src.nw, kind != 2, p.pos0, lane, buf);
-            if (kind != 0) kv_store_head(pp, kind, hk, p.pos0, lane, buf);
-        }
-    }
     const int k_begin = s * per_split;
     const int k_end = min(p.pos0 + 1, k_begin + per_split);
+    if constexpr (POST) {
+        // Warp tasks: the G query heads of query t into q_s, then K and V of head hk at each new
+        // position of this split's keys (a step's last split: its own; a verification's query t:
+        // those of queries r0 .. r1 - 1 <= t it reads here) via the K/V area (free until the first
+        // chunk) into the cache. Blocks reading the same new position store the same bytes. One
+        // call site for every task (the post's code once in the kernel: a block on a cold SM
+        // fetches it once).
+        const int r0 = max(k_begin - pos_first, 0), r1 = k_end - pos_first;
+        const int n_tasks = G + 2 * max(r1 - r0, 0);
+        float* kv_buf = reinterpret_cast<float*>(smem);  // [2 (r1 - r0)][HD]
+        for (int task = warp; task < n_tasks; task += blockDim.x / WARP) {
+            const int i = task - G, kind = task < G ? 0 : 1 + i % 2;  // 0 q, 1 k, 2 v
+            const int row = task < G ? t : r0 + i / 2;
+            const QkvHeadSrc src = qkv_head_src(pp, kind, kind == 0 ? h0 + task : hk, row, HD);
+            float* buf = kind == 0 ? q_s + task * HD : kv_buf + i * HD;
+            qkv_post_head<DPL>(pp, src.vec, src.bias, src.nw, kind != 2, pos_first + row, lane, buf);
+            if (kind != 0) kv_store_head(pp, kind, hk, pos_first + row, lane, buf);
+        }
+    }
 
     const float inv_sqrt = 1.0f / sqrtf(static_cast<float>(HD));
     const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
@@ -671,6 +678,9 @@ void launch_grouped_decode_heads(const AttentionParams& p, int n_split, int min_
     const dim3 grid(static_cast<unsigned>(p.n_head / G), static_cast<unsigned>(p.decode_rows ? p.n_tok : 1),
                     static_cast<unsigned>(n_split));
     const QkvPostParams pp = post ? *post : QkvPostParams{};
+    // The post's K/V heads (two per new position) in the K/V area.
+    JLLM_ASSERT(!post || 2 * p.n_tok * p.head_dim * sizeof(float) <= 2 * static_cast<size_t>(min_keys) *
+                                                                        p.head_dim * (p.kv_type == KvType::Fp16 ? 2 : 1));
     auto launch = [&](auto kernel) {
         allow_dynamic_smem(kernel, smem);
         kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, min_keys, pp);

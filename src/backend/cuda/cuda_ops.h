@@ -306,12 +306,14 @@ struct AttentionParams {
     // otherwise launch_qkv_post runs first. q then holds the projections, which stay unchanged
     // when folded.
     const QkvPostParams* post = nullptr;
-    // A few queries as decode steps (speculative decoding's verification, n_tok <= GEMV_MAX_TOKENS,
-    // no post): query t at position pos0 + t (pos_dev[t] in graph mode, pos_dev holding n_tok
-    // consecutive positions) over keys 0..pos0+t, each with the split plan a decode step at that
-    // position has, all in one launch of the group-shared decode kernel (grid y: the query) and one
-    // combine; `work` then holds n_tok rows (attention_work_floats(n_tok, ..), checked against
-    // work_floats). Heads the group-shared kernel does not serve: one decode launch per query.
+    // A few queries as decode steps (speculative decoding's verification, n_tok <= GEMV_MAX_TOKENS):
+    // query t at position pos0 + t (pos_dev[t] in graph mode, pos_dev holding n_tok consecutive
+    // positions) over keys 0..pos0+t, each with the split plan and heads per block a decode step
+    // at that position has, all in one launch of the group-shared decode kernel (grid y: the
+    // query) and one combine; `work` then holds n_tok rows (attention_work_floats(n_tok, ..),
+    // checked against work_floats). The post (n_tok tokens) folds in where a step's would: a block
+    // also stores K and V at each new position among its keys. Heads the group-shared kernel does
+    // not serve: the post, then one decode launch per query. The same bits as a step per query.
     bool decode_rows = false;
     AttnChoice choice;
 };

@@ -153,8 +153,9 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     qp.v_cache = kv.v;
     qp.k_scale = kv.k_scale;
     qp.v_scale = kv.v_scale;
-    // One token: the attention folds the post in (AttentionParams::post), unless a tap wants q/k/v.
-    const bool post_in_attention = n_tokens == 1 && !tap_;
+    // One token or a verification's few (decode_rows below): the attention folds the post in
+    // (AttentionParams::post), unless a tap wants q/k/v.
+    const bool post_in_attention = (n_tokens == 1 || q8) && !tap_;
     if (!post_in_attention) cuda::launch_qkv_post(qp, stream_);
     step("qkv_post");
     tap("q", il, q_, n_tokens, Q);

@@ -347,45 +347,52 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 }
 
 // A verification's queries in one launch (AttentionParams::decode_rows) against each query decoded
-// as a step at its position (n_tok 1, the same max_split): the output and its 8-bit rows bit for
-// bit, so a verified token's logits are a plain step's. Graph mode (every query over the grid's
-// max_split) and host plans (queries whose own plan takes one split go through the combine), the
-// group-shared kernel's heads (1, 2 and 4 per block, the fp32 path at head_dim 64, FP16 at 128)
-// and group 5 (a decode launch per query).
+// as a step at its position (n_tok 1, the same max_split), one after another: the output and its
+// 8-bit rows bit for bit, so a verified token's logits are a plain step's, and with the Q/K/V post
+// (folded in, or its own kernel first where the step does not fold it) the caches and their
+// scales too. Graph mode (every query over the grid's max_split) and host plans (queries whose own
+// plan takes one split go through the combine; a split boundary between the new positions), the
+// group-shared kernel's heads (1, 2 and 4 per block, the fp32 path at head_dim 64, FP16 at 128),
+// group 6 (three per block: the post by its own kernel) and group 5 (a decode launch per query).
 TEST(CudaOps, AttentionDecodeRowsMatchSteps) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(5150);
     struct Case {
         KvType kv;
         int hd, n_head, n_head_kv, n_tok, pos0, max_split;
-        bool pos_dev;
+        bool pos_dev, post;
     };
     const Case cases[] = {
-        {KvType::Int8, 128, 32, 8, 4, 4093, 33, true},   // Qwen3-4B heads at depth 4096, graph mode
-        {KvType::Int8, 128, 32, 8, 4, 4093, 33, false},  // the same, plans made on the host
-        {KvType::Int8, 128, 32, 8, 4, 126, 33, false},   // 127-130 keys: one split, then two
-        {KvType::Int8, 128, 32, 8, 3, 20, 8, false},     // one split each: written by the kernel
-        {KvType::Int8, 128, 32, 8, 2, 1500, 16, true},   // two heads per block
-        {KvType::Int8, 64, 16, 8, 4, 700, 8, true},      // head_dim 64, the fp32 path
-        {KvType::Fp16, 128, 32, 8, 4, 1000, 16, false},  // the FP16 cache
-        {KvType::Int8, 128, 12, 2, 4, 300, 4, true},     // group 6
-        {KvType::Int8, 64, 10, 2, 4, 300, 4, false},     // group 5: a decode launch per query
+        {KvType::Int8, 128, 32, 8, 4, 4093, 33, true, true},   // Qwen3-4B heads at depth 4096, graph mode
+        {KvType::Int8, 128, 32, 8, 4, 4093, 33, false, false}, // the same, plans made on the host, no post
+        {KvType::Int8, 128, 32, 8, 4, 126, 33, false, true},   // 127-130 keys: a split boundary at 128
+        {KvType::Int8, 128, 32, 8, 3, 20, 8, false, true},     // one split each: written by the kernel
+        {KvType::Int8, 128, 32, 8, 2, 1500, 16, true, true},   // two heads per block
+        {KvType::Int8, 64, 16, 8, 4, 700, 8, true, true},      // head_dim 64, the fp32 path
+        {KvType::Int8, 256, 8, 2, 4, 300, 4, false, true},     // the largest head, four per block
+        {KvType::Fp16, 128, 32, 8, 4, 1000, 16, false, true},  // the FP16 cache
+        {KvType::Fp16, 128, 16, 8, 4, 255, 8, true, false},    // the FP16 cache, graph mode, no post
+        {KvType::Int8, 128, 12, 2, 4, 300, 4, true, true},     // group 6: the post by its own kernel
+        {KvType::Int8, 64, 10, 2, 4, 300, 4, false, true},     // group 5: a decode launch per query
     };
     const cuda::AttnChoice choice;  // the engine's kernels
     for (const Case& c : cases) {
         SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.hd) +
                      " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " n_tok=" +
                      std::to_string(c.n_tok) + " pos0=" + std::to_string(c.pos0) + " split=" +
-                     std::to_string(c.max_split) + (c.pos_dev ? " graph" : ""));
+                     std::to_string(c.max_split) + (c.pos_dev ? " graph" : "") + (c.post ? " post" : ""));
         const bool int8 = c.kv == KvType::Int8;
-        const int hd = c.hd, Q = c.n_head * hd, KV = c.n_head_kv * hd, n_ctx = c.pos0 + c.n_tok;
-        const size_t n_elem = static_cast<size_t>(n_ctx) * KV;
-        std::vector<uint8_t> kc(n_elem * (int8 ? 1 : 2)), vc(kc.size());
-        std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv), vs(ks.size());
+        const int hd = c.hd, Q = c.n_head * hd, KV = c.n_head_kv * hd, n_ctx = c.pos0 + c.n_tok + 3;
+        // Earlier positions random; with the post, the new ones (and past them) poisoned (INT8
+        // -128, FP16 all ones: a NaN), else random too (the queries read them as they are).
+        const int filled = c.post ? c.pos0 : n_ctx;
+        const size_t row_bytes = static_cast<size_t>(KV) * (int8 ? 1 : 2);
+        std::vector<uint8_t> kc(static_cast<size_t>(n_ctx) * row_bytes, int8 ? 0x80 : 0xFF), vc(kc.size(), kc[0]);
+        std::vector<Half> ks(static_cast<size_t>(n_ctx) * c.n_head_kv, Half{0xFFFF}), vs(ks.size(), Half{0xFFFF});
         std::uniform_int_distribution<int> q8(-127, 127);
         std::uniform_real_distribution<float> sc(0.005f, 0.05f);
         std::normal_distribution<float> nd(0.0f, 1.0f);
-        for (size_t i = 0; i < n_elem; ++i) {
+        for (size_t i = 0; i < static_cast<size_t>(filled) * KV; ++i) {
             if (int8) {
                 kc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
                 vc[i] = static_cast<uint8_t>(static_cast<int8_t>(q8(rng)));
@@ -394,79 +401,123 @@ TEST(CudaOps, AttentionDecodeRowsMatchSteps) {
                 reinterpret_cast<Half*>(vc.data())[i] = to_half(nd(rng));
             }
         }
-        for (size_t i = 0; i < ks.size(); ++i) {
+        for (size_t i = 0; i < static_cast<size_t>(filled) * c.n_head_kv; ++i) {
             ks[i] = to_half(sc(rng) * 4.0f);
             vs[i] = to_half(sc(rng));
         }
-        const std::vector<float> q = randn(static_cast<size_t>(c.n_tok) * Q, rng);
+        // The projections (the queries themselves without the post) and the post's weights.
+        const std::vector<float> q = randn(static_cast<size_t>(c.n_tok) * Q, rng, 2.0f);
+        const std::vector<float> k = randn(static_cast<size_t>(c.n_tok) * KV, rng, 2.0f);
+        const std::vector<float> v = randn(static_cast<size_t>(c.n_tok) * KV, rng, 2.0f);
+        const std::vector<float> qn = randn(hd, rng), kn = randn(hd, rng);
+        ModelConfig mc;
+        mc.n_rot = hd;
+        mc.rope_freq_base = 1000000.0f;
+        const std::vector<float> inv = rope_inv_freq(mc, nullptr);
+        DevBuf<float> dqn(qn), dkn(kn), dinv(inv);
         std::vector<int> positions(static_cast<size_t>(c.n_tok));
         for (int t = 0; t < c.n_tok; ++t) positions[t] = c.pos0 + t;
-        DevBuf<float> dq(q);
-        DevBuf<uint8_t> dkc(kc), dvc(vc);
-        DevBuf<Half> dks(ks), dvs(vs);
         DevBuf<int> dpos(positions);
-        cuda::AttentionParams base;
-        point_attention(base, dq.get(), nullptr, dkc.get(), dvc.get(), int8 ? dks.get() : nullptr,
-                        int8 ? dvs.get() : nullptr);
-        base.kv_type = c.kv;
-        base.n_head = c.n_head;
-        base.n_head_kv = c.n_head_kv;
-        base.head_dim = hd;
-        base.max_split = c.max_split;
-        base.choice = choice;
-
-        // All queries in one launch.
-        const size_t wf = cuda::attention_work_floats(c.n_tok, c.n_head, hd, c.max_split);
-        DevBuf<float> work(wf), out(q.size());
-        DevBuf<uint8_t> out_q8(cuda::act_q8_bytes(c.n_tok, Q));
-        work.poison();
-        out.poison();
-        out_q8.poison();
-        cuda::AttentionParams rp = base;
-        rp.out = out.get();
-        rp.out_q8 = out_q8.get();
-        rp.work = work.get();
-        rp.work_floats = wf;
-        rp.n_tok = c.n_tok;
-        rp.pos0 = c.pos_dev ? 0 : c.pos0;
-        rp.pos_dev = c.pos_dev ? dpos.get() : nullptr;
-        rp.decode_rows = true;
-        cuda::launch_attention(rp, nullptr);
-        const std::vector<float> got = out.download();
-        const std::vector<uint8_t> got_q8 = out_q8.download();
-        const int8_t* got_codes = reinterpret_cast<const int8_t*>(got_q8.data());
-        const float* got_scales = reinterpret_cast<const float*>(got_q8.data() + cuda::act_q8_scale_offset(c.n_tok, Q));
-
-        // Each query as a step.
+        struct Run {
+            std::vector<float> out;
+            std::vector<int8_t> codes;   // [n_tok][Q]
+            std::vector<float> scales;   // [n_tok][Q / 32][4]
+            std::vector<uint8_t> kc, vc;
+            std::vector<Half> ks, vs;
+        };
+        auto run = [&](bool rows) {
+            DevBuf<float> dq(q), dk(k), dv(v), out(q.size());
+            DevBuf<uint8_t> dkc(kc), dvc(vc);
+            DevBuf<Half> dks(ks), dvs(vs);
+            out.poison();
+            Run r;
+            r.codes.resize(q.size());
+            r.scales.resize(q.size() / 8);
+            // queries t0 .. t0 + n - 1 in one launch (n > 1: decode_rows)
+            auto launch = [&](int t0, int n) {
+                const size_t wf = cuda::attention_work_floats(n, c.n_head, hd, c.max_split);
+                DevBuf<float> work(wf);
+                DevBuf<uint8_t> q8buf(cuda::act_q8_bytes(n, Q));
+                work.poison();
+                q8buf.poison();
+                cuda::QkvPostParams pp;
+                pp.kv_type = c.kv;
+                point_post(pp,
+                           {dq.get() + static_cast<size_t>(t0) * Q, dk.get() + static_cast<size_t>(t0) * KV,
+                            dv.get() + static_cast<size_t>(t0) * KV, nullptr, nullptr, nullptr, dqn.get(), dkn.get(),
+                            dinv.get(), dkc.get(), dvc.get(), dks.get(), dvs.get()},
+                           false, true);
+                pp.n_rot = hd;
+                pp.neox = true;
+                pp.n_tok = n;
+                pp.pos0 = c.pos_dev ? 0 : c.pos0 + t0;
+                pp.pos_dev = c.pos_dev ? dpos.get() + t0 : nullptr;
+                pp.n_head = c.n_head;
+                pp.n_head_kv = c.n_head_kv;
+                pp.head_dim = hd;
+                pp.eps = 1e-6f;
+                pp.k_rot_scale = int8 ? kv_rotation_scale(hd) : 0.0f;
+                cuda::AttentionParams ap;
+                point_attention(ap, pp.q, out.get() + static_cast<size_t>(t0) * Q, dkc.get(), dvc.get(), pp.k_scale,
+                                pp.v_scale);
+                ap.kv_type = c.kv;
+                ap.n_tok = n;
+                ap.pos0 = pp.pos0;
+                ap.pos_dev = pp.pos_dev;
+                ap.n_head = c.n_head;
+                ap.n_head_kv = c.n_head_kv;
+                ap.head_dim = hd;
+                ap.work = work.get();
+                ap.work_floats = wf;
+                ap.max_split = c.max_split;
+                ap.out_q8 = q8buf.get();
+                ap.choice = choice;
+                ap.decode_rows = n > 1;
+                ap.post = c.post ? &pp : nullptr;
+                cuda::launch_attention(ap, nullptr);
+                const std::vector<uint8_t> h = q8buf.download();
+                std::memcpy(r.codes.data() + static_cast<size_t>(t0) * Q, h.data(), static_cast<size_t>(n) * Q);
+                std::memcpy(r.scales.data() + static_cast<size_t>(t0) * Q / 8, h.data() + cuda::act_q8_scale_offset(n, Q),
+                            static_cast<size_t>(n) * Q / 8 * sizeof(float));
+            };
+            if (rows) {
+                launch(0, c.n_tok);
+            } else {
+                for (int t = 0; t < c.n_tok; ++t) launch(t, 1);
+            }
+            r.out = out.download();
+            r.kc = dkc.download();
+            r.vc = dvc.download();
+            r.ks = dks.download();
+            r.vs = dvs.download();
+            return r;
+        };
+        const Run want = run(false);
+        const Run got = run(true);
+        auto same = [](const auto& a, const auto& b) {
+            return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+        };
         for (int t = 0; t < c.n_tok; ++t) {
             SCOPED_TRACE("query " + std::to_string(t));
-            const size_t swf = cuda::attention_work_floats(1, c.n_head, hd, c.max_split);
-            DevBuf<float> swork(swf), sout(static_cast<size_t>(Q));
-            DevBuf<uint8_t> sq8(cuda::act_q8_bytes(1, Q));
-            swork.poison();
-            sout.poison();
-            sq8.poison();
-            cuda::AttentionParams sp = base;
-            sp.q = dq.get() + static_cast<size_t>(t) * Q;
-            sp.out = sout.get();
-            sp.out_q8 = sq8.get();
-            sp.work = swork.get();
-            sp.work_floats = swf;
-            sp.n_tok = 1;
-            sp.pos0 = c.pos_dev ? 0 : c.pos0 + t;
-            sp.pos_dev = c.pos_dev ? dpos.get() + t : nullptr;
-            cuda::launch_attention(sp, nullptr);
-            const std::vector<float> want = sout.download();
-            const std::vector<uint8_t> want_q8 = sq8.download();
-            ASSERT_EQ(std::memcmp(got.data() + static_cast<size_t>(t) * Q, want.data(), Q * sizeof(float)), 0)
-                << "output";
-            ASSERT_EQ(std::memcmp(got_codes + static_cast<size_t>(t) * Q, want_q8.data(), static_cast<size_t>(Q)), 0)
-                << "8-bit codes";
-            const float* want_scales = reinterpret_cast<const float*>(want_q8.data() + cuda::act_q8_scale_offset(1, Q));
-            ASSERT_EQ(std::memcmp(got_scales + static_cast<size_t>(t) * (Q / 32) * 4, want_scales,
-                                  static_cast<size_t>(Q / 32) * 4 * sizeof(float)),
-                      0)
+            const size_t o = static_cast<size_t>(t) * Q;
+            ASSERT_EQ(std::memcmp(got.out.data() + o, want.out.data() + o, Q * sizeof(float)), 0) << "output";
+            ASSERT_EQ(std::memcmp(got.codes.data() + o, want.codes.data() + o, static_cast<size_t>(Q)), 0) << "8-bit codes";
+            ASSERT_EQ(std::memcmp(got.scales.data() + o / 8, want.scales.data() + o / 8, Q / 8 * sizeof(float)), 0)
                 << "8-bit scales";
+        }
+        for (float x : got.out) ASSERT_TRUE(std::isfinite(x));
+        EXPECT_TRUE(same(got.kc, want.kc)) << "K cache";
+        EXPECT_TRUE(same(got.vc, want.vc)) << "V cache";
+        if (int8) {
+            EXPECT_TRUE(same(got.ks, want.ks)) << "K scales";
+            EXPECT_TRUE(same(got.vs, want.vs)) << "V scales";
+        }
+        if (c.post) {  // the new positions were stored
+            for (int i = 0; i < c.n_tok * KV; ++i) {
+                const size_t at = static_cast<size_t>(c.pos0) * KV + i;
+                if (int8) ASSERT_NE(static_cast<int8_t>(got.kc[at]), -128) << i;
+                else ASSERT_NE(reinterpret_cast<const Half*>(got.kc.data())[at].bits, 0xFFFF) << i;
+            }
         }
     }
 }
