@@ -349,8 +349,8 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 // A verification's queries in one launch (AttentionParams::decode_rows) against each query decoded
 // as a step at its position (n_tok 1, the same max_split), one after another: the output and its
 // 8-bit rows bit for bit, so a verified token's logits are a plain step's, and with the Q/K/V post
-// (folded in, or its own kernel first where the step does not fold it) the caches and their
-// scales too. Graph mode (every query over the grid's max_split) and host plans (queries whose own
+// (folded in: 2 and 3 queries at one or two heads per block; its own kernel first: 4 queries, or
+// where the step does not fold it) the caches and their scales too. Graph mode (every query over the grid's max_split) and host plans (queries whose own
 // plan takes one split go through the combine; a split boundary between the new positions), the
 // group-shared kernel's heads (1, 2 and 4 per block, the fp32 path at head_dim 64, FP16 at 128),
 // group 6 (three per block: the post by its own kernel) and group 5 (a decode launch per query).
@@ -368,9 +368,10 @@ TEST(CudaOps, AttentionDecodeRowsMatchSteps) {
         {KvType::Int8, 128, 32, 8, 4, 126, 33, false, true},   // 127-130 keys: a split boundary at 128
         {KvType::Int8, 128, 32, 8, 3, 20, 8, false, true},     // one split each: written by the kernel
         {KvType::Int8, 128, 32, 8, 2, 1500, 16, true, true},   // two heads per block
-        {KvType::Int8, 64, 16, 8, 4, 700, 8, true, true},      // head_dim 64, the fp32 path
+        {KvType::Int8, 64, 16, 8, 2, 700, 8, true, true},      // head_dim 64, the fp32 path (post folded)
         {KvType::Int8, 256, 8, 2, 4, 300, 4, false, true},     // the largest head, four per block
-        {KvType::Fp16, 128, 32, 8, 4, 1000, 16, false, true},  // the FP16 cache
+        {KvType::Fp16, 128, 32, 8, 3, 1000, 16, false, true},  // the FP16 cache (post folded)
+        {KvType::Fp16, 128, 32, 8, 4, 1000, 16, false, true},  // the FP16 cache (post apart)
         {KvType::Fp16, 128, 16, 8, 4, 255, 8, true, false},    // the FP16 cache, graph mode, no post
         {KvType::Int8, 128, 12, 2, 4, 300, 4, true, true},     // group 6: the post by its own kernel
         {KvType::Int8, 64, 10, 2, 4, 300, 4, false, true},     // group 5: a decode launch per query
