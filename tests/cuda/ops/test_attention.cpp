@@ -62,6 +62,21 @@ void point_attention(cuda::AttentionParams& p, const float* q, float* out, const
     p.v_scale = vs;
 }
 
+// The attention after the post pp: its projections as queries, its caches, tokens, position and
+// heads; out: the output.
+cuda::AttentionParams attention_after(const cuda::QkvPostParams& pp, float* out) {
+    cuda::AttentionParams ap;
+    point_attention(ap, pp.q, out, pp.k_cache, pp.v_cache, pp.k_scale, pp.v_scale);
+    ap.kv_type = pp.kv_type;
+    ap.n_tok = pp.n_tok;
+    ap.pos0 = pp.pos0;
+    ap.pos_dev = pp.pos_dev;
+    ap.n_head = pp.n_head;
+    ap.n_head_kv = pp.n_head_kv;
+    ap.head_dim = pp.head_dim;
+    return ap;
+}
+
 // choice: the kernels launch_attention may take (the bound follows the one it took).
 void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt19937& rng) {
     SCOPED_TRACE(std::string(c.kv == KvType::Int8 ? "int8" : "fp16") + " hd=" + std::to_string(c.head_dim) +
@@ -458,16 +473,7 @@ TEST(CudaOps, AttentionDecodeRowsMatchSteps) {
                 pp.head_dim = hd;
                 pp.eps = 1e-6f;
                 pp.k_rot_scale = int8 ? kv_rotation_scale(hd) : 0.0f;
-                cuda::AttentionParams ap;
-                point_attention(ap, pp.q, out.get() + static_cast<size_t>(t0) * Q, dkc.get(), dvc.get(), pp.k_scale,
-                                pp.v_scale);
-                ap.kv_type = c.kv;
-                ap.n_tok = n;
-                ap.pos0 = pp.pos0;
-                ap.pos_dev = pp.pos_dev;
-                ap.n_head = c.n_head;
-                ap.n_head_kv = c.n_head_kv;
-                ap.head_dim = hd;
+                cuda::AttentionParams ap = attention_after(pp, out.get() + static_cast<size_t>(t0) * Q);
                 ap.work = work.get();
                 ap.work_floats = wf;
                 ap.max_split = c.max_split;
@@ -625,15 +631,7 @@ TEST(CudaOps, AttentionDecodeFoldsPost) {
                 pp.head_dim = hd;
                 pp.eps = 1e-6f;
                 pp.k_rot_scale = int8 ? kv_rotation_scale(hd) : 0.0f;  // INT8 keys rotated, as the engine stores them
-                cuda::AttentionParams ap;
-                point_attention(ap, dq.get(), dout.get(), dkc.get(), dvc.get(), pp.k_scale, pp.v_scale);
-                ap.kv_type = kv;
-                ap.n_tok = 1;
-                ap.pos0 = pp.pos0;
-                ap.pos_dev = pp.pos_dev;
-                ap.n_head = c.n_head;
-                ap.n_head_kv = c.n_head_kv;
-                ap.head_dim = hd;
+                cuda::AttentionParams ap = attention_after(pp, dout.get());
                 ap.work = work.get();
                 ap.max_split = c.max_split;
                 ap.out_q8 = dq8.get();
