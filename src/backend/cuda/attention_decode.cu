@@ -468,9 +468,9 @@ struct GroupedMma {
 // into shared memory from the projections, and a block whose split holds a new position (a
 // step's; those of the verification's queries up to its own) also its K and V heads there, which
 // it stores into the cache before reading them back (the barrier at the top of the chunk loop
-// orders the two). Where several blocks share a KV
-// head (G below the group) each of them computes and stores the same bytes, so each reads back
-// its own store whatever the others' timing.
+// orders the two). Where several blocks store the same position's KV head (G below the group, or
+// the later queries of a verification) each computes and stores the same bytes, so each reads
+// back its own store whatever the others' timing.
 // F16: the FP16 cache (tensor-core head sizes only), no scales.
 template <int G, int DPL, bool POST, bool F16>
 __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
@@ -651,7 +651,8 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
                     a.w += v.w * f[w];
                 }
             }
-            float* wr = p.work + ((static_cast<int64_t>(t) * p.n_head + h0 + g) * p.max_split + s) * (HD + 2);  // 8-byte aligned
+            const int64_t row = static_cast<int64_t>(t) * p.n_head + h0 + g;
+            float* wr = p.work + (row * p.max_split + s) * (HD + 2);  // 8-byte aligned
             *reinterpret_cast<float2*>(wr + d) = make_float2(a.x, a.y);
             *reinterpret_cast<float2*>(wr + d + 2) = make_float2(a.z, a.w);
             if (d == 0) {
@@ -678,9 +679,9 @@ void launch_grouped_decode_heads(const AttentionParams& p, int n_split, int min_
     const dim3 grid(static_cast<unsigned>(p.n_head / G), static_cast<unsigned>(p.decode_rows ? p.n_tok : 1),
                     static_cast<unsigned>(n_split));
     const QkvPostParams pp = post ? *post : QkvPostParams{};
-    // The post's K/V heads (two per new position) in the K/V area.
-    JLLM_ASSERT(!post || 2 * p.n_tok * p.head_dim * sizeof(float) <= 2 * static_cast<size_t>(min_keys) *
-                                                                        p.head_dim * (p.kv_type == KvType::Fp16 ? 2 : 1));
+    // The post's K/V heads (two per new position, f32) fit the K/V area (two chunks of rows).
+    const size_t kv_area = 2 * static_cast<size_t>(min_keys) * p.head_dim * (p.kv_type == KvType::Fp16 ? 2 : 1);
+    JLLM_ASSERT(!post || 2 * static_cast<size_t>(p.n_tok) * p.head_dim * sizeof(float) <= kv_area);
     auto launch = [&](auto kernel) {
         allow_dynamic_smem(kernel, smem);
         kernel<<<grid, warps * WARP, smem, as_stream(stream)>>>(p, n_split, min_keys, pp);

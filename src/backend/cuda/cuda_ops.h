@@ -312,9 +312,10 @@ struct AttentionParams {
     // at that position has, all in one launch of the group-shared decode kernel (grid y: the
     // query) and one combine; `work` then holds n_tok rows (attention_work_floats(n_tok, ..),
     // checked against work_floats). The post (n_tok tokens) folds in where a step's would and a
-    // block's query heads plus K and V at each new position among its keys (which it also stores)
-    // take at most two rounds of its warps; else its own kernel first. Heads the group-shared kernel does
-    // not serve: the post, then one decode launch per query. The same bits as a step per query.
+    // block's query heads plus K and V at each new position among its keys (which it also
+    // stores) take at most two rounds of its warps; else its own kernel first. Heads the
+    // group-shared kernel does not serve: the post, then one decode launch per query. The same
+    // bits as a step per query.
     bool decode_rows = false;
     AttnChoice choice;
 };

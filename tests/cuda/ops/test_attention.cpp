@@ -365,10 +365,11 @@ TEST(CudaOps, AttentionPrefillAndDecode) {
 // as a step at its position (n_tok 1, the same max_split), one after another: the output and its
 // 8-bit rows bit for bit, so a verified token's logits are a plain step's, and with the Q/K/V post
 // (folded in: 2 and 3 queries at one or two heads per block; its own kernel first: 4 queries, or
-// where the step does not fold it) the caches and their scales too. Graph mode (every query over the grid's max_split) and host plans (queries whose own
-// plan takes one split go through the combine; a split boundary between the new positions), the
-// group-shared kernel's heads (1, 2 and 4 per block, the fp32 path at head_dim 64, FP16 at 128),
-// group 6 (three per block: the post by its own kernel) and group 5 (a decode launch per query).
+// where the step does not fold it) the caches and their scales too. Graph mode (every query over
+// the grid's max_split) and host plans (queries whose own plan takes one split go through the
+// combine; a split boundary between the new positions), the group-shared kernel's heads (1, 2 and 4
+// per block, the fp32 path at head_dim 64, FP16 at 128), group 6 (three per block: the post by its
+// own kernel) and group 5 (a decode launch per query).
 TEST(CudaOps, AttentionDecodeRowsMatchSteps) {
     JLLM_REQUIRE_CUDA_DEVICE();
     std::mt19937 rng(5150);
