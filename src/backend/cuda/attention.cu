@@ -308,6 +308,17 @@ void launch_attention_generic(const AttentionParams& p, int n_split, int group, 
     JLLM_CUDA_LAUNCH_CHECK("kernel_attention");
 }
 
+// The Q/K/V post of p (if any): returned for the decode kernel to fold in where `fold`, else
+// launched here first (null returned).
+const QkvPostParams* post_to_fold(const AttentionParams& p, bool fold, void* stream) {
+    if (p.post == nullptr) return nullptr;
+    JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&
+                p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
+    if (fold) return p.post;
+    launch_qkv_post(*p.post, stream);
+    return nullptr;
+}
+
 // Decode splits in the grid for a query over n_kv keys: graph mode sizes the grid for max_split
 // (the kernels skip what the position does not need), otherwise the plan is made here.
 int decode_grid_splits(const AttentionParams& p, int n_kv, int min_keys) {
@@ -356,13 +367,8 @@ void launch_attention_rows(const AttentionParams& p, int group, void* stream) {
     // post's own launch (H100, qwen3-4b: 4 tokens 2.38 ms folded against 2.37 apart at d0, 2.99
     // against 2.93 at d4096; 2 tokens 2.07 against 2.12 and 2.39 against 2.45).
     const DecodeHeads heads = attention_decode_heads(group, p.n_head, n_split, device_sm_count(), p.choice.decode_warps);
-    const QkvPostParams* post = nullptr;
-    if (p.post != nullptr) {
-        JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&
-                    p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
-        if (heads.folds_post && heads.per_block + 2 * p.n_tok <= 2 * p.choice.decode_warps) post = p.post;
-        else launch_qkv_post(*p.post, stream);
-    }
+    const QkvPostParams* post =
+        post_to_fold(p, heads.folds_post && heads.per_block + 2 * p.n_tok <= 2 * p.choice.decode_warps, stream);
     launch_attention_decode_grouped(p, n_split, min_keys, post, heads.per_block, stream);
     if (n_split > 1) launch_combine(p, n_split, min_keys, stream);
 }
@@ -399,13 +405,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
     const DecodeHeads heads = grouped ? attention_decode_heads(group, p.n_head, n_split, device_sm_count(),
                                                                p.choice.decode_warps)
                                       : DecodeHeads{group, false};
-    const QkvPostParams* post = nullptr;
-    if (p.post != nullptr) {
-        JLLM_ASSERT(p.post->q == p.q && p.post->n_tok == p.n_tok && p.post->k_cache == p.k_cache &&
-                    p.post->v_cache == p.v_cache && p.post->pos_dev == p.pos_dev);
-        if (heads.folds_post) post = p.post;
-        else launch_qkv_post(*p.post, stream);
-    }
+    const QkvPostParams* post = post_to_fold(p, heads.folds_post, stream);
     // The 8-bit output: by the combine kernel with a split, by the group-shared kernel without one
     // (it writes out_q8 exactly then), else by its own kernel.
     auto quantize_out = [&]() {
@@ -413,7 +413,6 @@ void launch_attention(const AttentionParams& p, void* stream) {
             launch_quantize_act(p.out, p.n_tok, static_cast<int64_t>(p.n_head) * p.head_dim, p.out_q8, stream);
         }
     };
-    auto combine = [&](const AttentionParams& cp, int splits, int keys) { launch_combine(cp, splits, keys, stream); };
     if (n_split == 1 && p.choice.kernel == AttnKernel::Auto && attention_mma_supported(p)) {
         const MmaSplit sp = attention_mma_split(p, device_sm_count());
         JLLM_ASSERT(sp.n_split <= ATTN_MAX_SPLIT_GRID);
@@ -423,7 +422,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
             // back per_split and n_split (n_split = ceil(n_kv / per_split))
             AttentionParams cp = p;
             cp.max_split = sp.n_split;
-            combine(cp, sp.n_split, sp.per_split);
+            launch_combine(cp, sp.n_split, sp.per_split, stream);
         } else {
             quantize_out();
         }
@@ -435,7 +434,7 @@ void launch_attention(const AttentionParams& p, void* stream) {
         launch_attention_generic(p, n_split, group, stream);
     }
     if (n_split > 1) {
-        combine(p, n_split, min_keys);
+        launch_combine(p, n_split, min_keys, stream);
     } else if (!grouped) {
         quantize_out();
     }
