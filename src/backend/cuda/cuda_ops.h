@@ -178,14 +178,17 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
 // offset per 16 (w = a * q + b, the dequantized value), so y = sum a * d * (q . xq) + b * d * sum(xq).
 bool gemv_q8_type_supported(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K
 // yq (not null; rows a multiple of 32; not xq): y also quantized there (act_q8 layout, n_tok rows
-// of `rows`), bit for bit as launch_quantize_act would — by the product itself for one token's
-// SwiGLU on tiled weights, else by launch_quantize_act after it. yq_halves (yq read only by the
-// tiled GEMV): the product may quantize by halves instead (gemv_q8_yq_by_halves: where its blocks
-// of four groups would not fit one wave), bit for bit as quantize_act_ref(.., true).
+// of `rows`), bit for bit as launch_quantize_act would — by the product itself for a SwiGLU on
+// tiled weights, else by launch_quantize_act after it. yq_halves (yq read only by the tiled
+// GEMV): the product may quantize by halves instead (gemv_q8_yq_by_halves: where its one-token
+// blocks of four groups would not fit one wave), bit for bit as quantize_act_ref(.., true). On
+// tiled weights each token's row of y and yq is the same for every n_tok (one token's launch
+// decides the warps per group and the copy's mode), so a verification's rows are one-token steps'.
 void launch_gemv_q8(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                     int n_tok, float* y, MatOut out, void* stream, void* yq = nullptr, bool yq_halves = false);
-// Whether one token's SwiGLU product of this shape with yq_halves quantizes y by halves (the
-// device's answer: it depends on resident blocks; false without a device, where no product runs).
+// Whether the SwiGLU product of this shape with yq_halves quantizes y by halves, at every token
+// count (the device's answer: it depends on resident blocks; false without a device, where no
+// product runs).
 bool gemv_q8_yq_by_halves(WeightFormat fmt, int64_t rows, int64_t cols);
 // Rows r (a multiple of 256, near `want`) such that launch_gemv_q8 (one token, Store) of rows
 // [0, r) and then of [r, rows) gives each row the bits one launch of all rows would; 0 where

@@ -253,8 +253,8 @@ constexpr TiledBatch tiled_batch() {
 // per group (unless a warp would walk more than TILED_MAX_WALK block columns).
 constexpr int64_t TILED_TASKS = 2048;
 constexpr int64_t TILED_MAX_WALK = 16;
-// One token, one matrix, few groups and long rows (qwen3-4b attn_output and ffn_down: 320 groups
-// of 16 and 38 block columns): blocks of TILED_WIDE_WARPS warps on one group, each warp walking
+// One matrix (any token count), few groups and long rows (qwen3-4b attn_output and ffn_down: 320
+// groups of 16 and 38 block columns): blocks of TILED_WIDE_WARPS warps on one group, each warp walking
 // half as far, while a warp keeps at least TILED_WIDE_MIN_WALK block columns.
 constexpr int TILED_WIDE_WARPS = 8;
 constexpr int64_t TILED_WIDE_MIN_WALK = 2;
@@ -262,7 +262,7 @@ constexpr int64_t TILED_WIDE_MIN_WALK = 2;
 // Warps per 8-row group of the tiled GEMV (k_split) for `groups` groups of nb block columns: more
 // while the matrices have few groups or a warp would walk more than TILED_MAX_WALK block columns
 // (long walks leave too few loads in flight per SM), while a warp keeps 2; TILED_WIDE_WARPS (one group
-// per block) where `may_widen` (one token, one matrix, no SwiGLU) and the groups are few.
+// per block) where `may_widen` (one matrix, no SwiGLU) and the groups are few.
 int tiled_k_split(int64_t groups, int64_t nb, bool may_widen) {
     int k_split = 1;
     while (k_split < GEMV_Q8_WARPS && nb >= 2 * k_split &&
@@ -274,24 +274,36 @@ int tiled_k_split(int64_t groups, int64_t nb, bool may_widen) {
     return wide ? TILED_WIDE_WARPS : k_split;
 }
 
-// The one-token SwiGLU product with y's 8-bit copy by the product's blocks of four groups
+// The SwiGLU product of N_TOK tokens with y's 8-bit copy by the product's blocks of four groups
 // (GEMV_Q8_WARPS x k_split warps; YQ_MODE 1).
-template <GgmlType T>
+template <GgmlType T, int N_TOK = 1>
 auto tiled_qo1_kernel(int k_split) {
-    constexpr TiledBatch TB = tiled_batch<T, 1, true, false>();
-    static_assert(TB.u == tiled_batch<T, 1, true, true>().u && !TB.pf, "one SwiGLU batch for every k_split");
+    constexpr TiledBatch TB = tiled_batch<T, N_TOK, true, false>();
+    static_assert(TB.u == tiled_batch<T, N_TOK, true, true>().u && !TB.pf, "one SwiGLU batch for every k_split");
     constexpr int Q = GEMV_Q8_WARPS;
-    return k_split == 1 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, Q, 1>
-                   : (k_split == 2 ? kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 2 * Q, 1>
-                              : kernel_gemv_q8_tiled<T, 1, TB.u, true, false, 4 * Q, 1>);
+    return k_split == 1 ? kernel_gemv_q8_tiled<T, N_TOK, TB.u, true, false, Q, 1>
+                   : (k_split == 2 ? kernel_gemv_q8_tiled<T, N_TOK, TB.u, true, false, 2 * Q, 1>
+                              : kernel_gemv_q8_tiled<T, N_TOK, TB.u, true, false, 4 * Q, 1>);
 }
 
-// How the one-token SwiGLU product on tiles (`groups` 8-row groups of nb block columns) makes y's
-// 8-bit copy: 1, by blocks of four groups (each block's 32 rows one q8 block), where that grid is
-// one wave of resident blocks (a second wave of the larger blocks costs more than the separate
-// quantization saves: docs/gpu_speed_notes.md); else 2, by halves
-// in the usual blocks of two groups (k_split 2) where the reader takes halves; else 0, by
-// kernel_quantize_act after the product.
+// f(std::integral_constant<int, N>) for n_tok = N in 1..GEMV_MAX_TOKENS (4).
+template <class F>
+void with_tokens(int n_tok, F&& f) {
+    switch (n_tok) {
+        case 1: f(std::integral_constant<int, 1>{}); break;
+        case 2: f(std::integral_constant<int, 2>{}); break;
+        case 3: f(std::integral_constant<int, 3>{}); break;
+        default: f(std::integral_constant<int, 4>{}); break;
+    }
+}
+
+// How the SwiGLU product on tiles (`groups` 8-row groups of nb block columns) makes y's 8-bit
+// copy: 1, by blocks of four groups (each block's 32 rows one q8 block), where the one-token
+// grid is one wave of resident blocks (a second wave of the larger blocks costs more than the
+// separate quantization saves: docs/gpu_speed_notes.md); else 2, by halves in the usual blocks
+// of two groups (k_split 2) where the reader takes halves; else 0, by kernel_quantize_act after
+// the product. Decided by the one-token kernel for every token count, so a verification's rows
+// quantize as the one-token steps do (by halves or not) and stay their bits.
 int tiled_yq_mode(GgmlType type, int64_t groups, int64_t nb, bool halves_ok) {
     if (groups % 4 != 0) return 0;
     const int k_split = tiled_k_split(groups, nb, false);
@@ -343,9 +355,12 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
     a.xs = reinterpret_cast<const float4*>(static_cast<const uint8_t*>(xq) + act_q8_scales_at(n_tok, cols));
     a.out_mode = static_cast<int>(out);
     const bool sw = out == MatOut::SwiGLU;
-    a.k_split = tiled_k_split(groups, a.nb, n_seg == 1 && n_tok == 1 && !sw);
+    // The warps per group and the 8-bit copy's mode are the one-token product's at every token
+    // count: each token's sums are then added in the same order and quantized the same way, so the
+    // rows of a 2-4-token verification are the bits of one-token steps.
+    a.k_split = tiled_k_split(groups, a.nb, n_seg == 1 && !sw);
     const bool wide = a.k_split == TILED_WIDE_WARPS;
-    const int qmode = yq != nullptr && n_seg == 1 && n_tok == 1 && sw ? tiled_yq_mode(type, groups, a.nb, yq_halves) : 0;
+    const int qmode = yq != nullptr && n_seg == 1 && sw ? tiled_yq_mode(type, groups, a.nb, yq_halves) : 0;
     if (yq != nullptr) {
         JLLM_ASSERT(n_seg == 1);
         a.yq = static_cast<int8_t*>(yq);
@@ -359,23 +374,32 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
     with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         if (wide) {
-            constexpr TiledBatch TB = tiled_batch<T, 1, false, true>();
-            launch(kernel_gemv_q8_tiled<T, 1, TB.u, false, TB.pf, TILED_WIDE_WARPS>, TILED_WIDE_WARPS);
+            // Every token count as one token: one tile a batch, the next batch's loads ahead (a warp
+            // walks 2-5 block columns here; larger batches loaded past the row's end).
+            with_tokens(n_tok, [&](auto nt) {
+                constexpr int N_TOK = decltype(nt)::value;
+                launch(kernel_gemv_q8_tiled<T, N_TOK, 1, false, true, TILED_WIDE_WARPS>, TILED_WIDE_WARPS);
+            });
             return;
         }
         if (qmode == 1) {
-            launch(tiled_qo1_kernel<T>(a.k_split), GEMV_Q8_WARPS * a.k_split);
+            with_tokens(n_tok, [&](auto nt) {
+                launch(tiled_qo1_kernel<T, decltype(nt)::value>(a.k_split), GEMV_Q8_WARPS * a.k_split);
+            });
             return;
         }
         if (qmode == 2) {  // blocks of two groups (k_split 2), as without the copy
-            constexpr TiledBatch TB = tiled_batch<T, 1, true, false>();
-            launch(kernel_gemv_q8_tiled<T, 1, TB.u, true, false, GEMV_Q8_WARPS, 2>, GEMV_Q8_WARPS);
+            with_tokens(n_tok, [&](auto nt) {
+                constexpr int N_TOK = decltype(nt)::value;
+                constexpr TiledBatch TB = tiled_batch<T, N_TOK, true, false>();
+                launch(kernel_gemv_q8_tiled<T, N_TOK, TB.u, true, false, GEMV_Q8_WARPS, 2>, GEMV_Q8_WARPS);
+            });
             return;
         }
         auto by_tokens = [&](auto sw_tag, auto shared_tag) {
             constexpr bool SWIGLU = decltype(sw_tag)::value;
             constexpr bool SHARED = decltype(shared_tag)::value;
-            auto go = [&](auto nt) {
+            with_tokens(n_tok, [&](auto nt) {
                 constexpr int N_TOK = decltype(nt)::value;
                 constexpr TiledBatch TB = tiled_batch<T, N_TOK, SWIGLU, SHARED>();
                 if constexpr (T == GgmlType::Q4_K && !SWIGLU) {
@@ -388,13 +412,7 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
                     }
                 }
                 launch(kernel_gemv_q8_tiled<T, N_TOK, TB.u, SWIGLU, TB.pf>, GEMV_Q8_WARPS);
-            };
-            switch (n_tok) {
-                case 1: go(std::integral_constant<int, 1>{}); break;
-                case 2: go(std::integral_constant<int, 2>{}); break;
-                case 3: go(std::integral_constant<int, 3>{}); break;
-                default: go(std::integral_constant<int, 4>{}); break;
-            }
+            });
         };
         const bool shared = a.k_split >= GEMV_Q8_WARPS;
         if (sw) shared ? by_tokens(std::true_type{}, std::true_type{}) : by_tokens(std::true_type{}, std::false_type{});

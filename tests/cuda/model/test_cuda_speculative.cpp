@@ -62,9 +62,10 @@ TEST(CudaSpeculative, VerificationRowsMatchOneTokenSteps) {
                     if (x[t] > x[ax]) ax = t;
                     if (y[t] > y[ay]) ay = t;
                 }
-                // Up to 4 tokens: the step's GEMV (its 4-token instance) and its decode attention
-                // per query; more: the fp16 tensor-core GEMM and the prefill attention.
-                const double bound = n <= 4 ? 2e-3 : 3e-2;
+                // Up to 4 tokens: the step's GEMV (its 4-token instance, with the one-token launch's
+                // warps per group and 8-bit copy) and its decode attention per query, bit for bit;
+                // more: the fp16 tensor-core GEMM and the prefill attention.
+                const double bound = n <= 4 ? 0.0 : 3e-2;
                 std::printf("[rows] %s %d tokens row %d: max |diff| %.3g of max |logit| %.3g (%.2e)\n", kv_type_name(kv), n,
                             i, max_abs, max_ref, max_abs / max_ref);
                 EXPECT_LE(max_abs, bound * max_ref) << n << " tokens, row " << i << ", " << kv_type_name(kv);

@@ -268,8 +268,7 @@ void run_gemv_q8_case(GgmlType type, int n_seg, const int64_t* seg_rows, int64_t
         EXPECT_EQ(bad, 0);
         if (quantize_out) {
             std::vector<uint8_t> want(cuda::act_q8_bytes(n_tok, seg_rows[0]));
-            const bool by_halves = halves && n_tok == 1 && out == MatOut::SwiGLU &&
-                                   cuda::gemv_q8_yq_by_halves(fmt, seg_rows[0], cols);
+            const bool by_halves = halves && out == MatOut::SwiGLU && cuda::gemv_q8_yq_by_halves(fmt, seg_rows[0], cols);
             cuda::quantize_act_ref(got.data(), n_tok, seg_rows[0], want.data(), by_halves);
             const std::vector<uint8_t> yq = dyq.download();
             EXPECT_TRUE(yq.size() == want.size() && std::memcmp(yq.data(), want.data(), want.size()) == 0)
@@ -400,6 +399,118 @@ TEST(CudaOps, GemvQ8Tiles) {
             run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, true, std::nullopt, true);
         }
         for (const Case& c : cases) run_gemv_q8_case(q, c.n_seg, c.rows, c.cols, c.n_tok, c.out, rng, T, false, std::nullopt, true);
+    }
+}
+
+// A 2-4-token product on tiles gives each token's row of y, and of its 8-bit copy, the bits of a
+// one-token launch on that token (a verification's rows are then one-token steps' bits): the
+// warps per group (attn_output and ffn_down widen to 8 for one token) and the copy's mode (by
+// halves for qwen3-4b's SwiGLU) are the one-token launch's at every token count. qwen3-4b's and
+// qwen3-0.6b's layer shapes, a Q/K/V launch of mixed types and an output-layer slice.
+TEST(CudaOps, GemvQ8TiledTokensAreOneTokenLaunches) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(2027);
+    struct Shape {
+        GgmlType type;
+        int n_seg;
+        int64_t rows[3];
+        int64_t cols;
+        MatOut out;
+        bool yq, halves;
+    };
+    const Shape shapes[] = {
+        {GgmlType::Q4_K, 1, {9728}, 2560, MatOut::SwiGLU, true, true},    // gate/up, copy by halves
+        {GgmlType::Q4_K, 1, {9728}, 2560, MatOut::SwiGLU, true, false},   // gate/up, copy after it
+        {GgmlType::Q4_K, 1, {3072}, 1024, MatOut::SwiGLU, true, true},    // 0.6b gate/up: blocks of four groups
+        {GgmlType::Q4_K, 1, {2560}, 9728, MatOut::Add, false, false},     // ffn_down: one token widens
+        {GgmlType::Q6_K, 1, {2560}, 9728, MatOut::Add, false, false},
+        {GgmlType::Q4_K, 1, {2560}, 4096, MatOut::Add, false, false},     // attn_output
+        {GgmlType::Q4_K, 3, {4096, 1024, 1024}, 2560, MatOut::Store, false, false},  // Q/K/V (V Q6_K)
+        {GgmlType::Q6_K, 1, {16384}, 2560, MatOut::Store, false, false},  // a slice of the output layer
+    };
+    const cuda::WeightLayout T = cuda::WeightLayout::Tiles;
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE(std::string(type_name(sh.type)) + " rows=" + std::to_string(sh.rows[0]) + " cols=" +
+                     std::to_string(sh.cols) + " segs=" + std::to_string(sh.n_seg) + " out=" +
+                     std::to_string(static_cast<int>(sh.out)) + (sh.yq ? " 8-bit copy" : "") +
+                     (sh.halves ? " halves" : ""));
+        auto seg_type = [&](int i) { return sh.n_seg == 3 && i == 2 ? GgmlType::Q6_K : sh.type; };
+        std::vector<std::unique_ptr<DevBuf<uint8_t>>> dws;
+        const void* wp[3] = {};
+        cuda::WeightFormat fmts[3] = {sh.type, sh.type, sh.type};
+        for (int i = 0; i < sh.n_seg; ++i) {
+            const std::vector<uint8_t> w = random_matrix(seg_type(i), sh.rows[i], sh.cols, rng);
+            dws.push_back(std::make_unique<DevBuf<uint8_t>>(device_bytes(seg_type(i), T, w, sh.rows[i], sh.cols)));
+            wp[i] = dws.back()->get();
+            fmts[i] = cuda::WeightFormat(seg_type(i), T);
+        }
+        std::unique_ptr<DevBuf<uint8_t>> dw2;
+        if (sh.out == MatOut::SwiGLU) {
+            const std::vector<uint8_t> w2 = random_matrix(sh.type, sh.rows[0], sh.cols, rng);
+            dw2 = std::make_unique<DevBuf<uint8_t>>(device_bytes(sh.type, T, w2, sh.rows[0], sh.cols));
+        }
+        constexpr int N = cuda::GEMV_MAX_TOKENS;
+        std::vector<std::vector<float>> xs, y0s(static_cast<size_t>(sh.n_seg));
+        for (int t = 0; t < N; ++t) xs.push_back(random_activations(sh.cols, rng));
+        for (int i = 0; i < sh.n_seg; ++i) y0s[static_cast<size_t>(i)] = randn(static_cast<size_t>(sh.rows[i]) * N, rng);
+        // Launches `n` tokens from token t0; returns each segment's y and the copy.
+        auto run = [&](int t0, int n, std::vector<std::vector<float>>* ys, std::vector<uint8_t>* yq) {
+            std::vector<float> x;
+            for (int t = t0; t < t0 + n; ++t) x.insert(x.end(), xs[static_cast<size_t>(t)].begin(), xs[static_cast<size_t>(t)].end());
+            std::vector<uint8_t> xq(cuda::act_q8_bytes(n, sh.cols));
+            cuda::quantize_act_ref(x.data(), n, sh.cols, xq.data());
+            DevBuf<uint8_t> dxq(xq);
+            std::vector<std::unique_ptr<DevBuf<float>>> dys;
+            float* yp[3] = {};
+            for (int i = 0; i < sh.n_seg; ++i) {
+                const int64_t r = sh.rows[i];
+                const std::vector<float>& y0 = y0s[static_cast<size_t>(i)];
+                dys.push_back(std::make_unique<DevBuf<float>>(static_cast<size_t>(r) * n));
+                if (sh.out == MatOut::Add) {
+                    dys.back()->upload(std::vector<float>(y0.begin() + t0 * r, y0.begin() + (t0 + n) * r));
+                } else {
+                    dys.back()->poison();
+                }
+                yp[i] = dys.back()->get();
+            }
+            DevBuf<uint8_t> dyq(sh.yq ? cuda::act_q8_bytes(n, sh.rows[0]) : 1);
+            dyq.poison();
+            if (sh.n_seg == 1) {
+                cuda::launch_gemv_q8(fmts[0], wp[0], dw2 ? dw2->get() : nullptr, sh.rows[0], sh.cols, dxq.get(), n, yp[0],
+                                     sh.out, nullptr, sh.yq ? dyq.get() : nullptr, sh.halves);
+            } else {
+                cuda::launch_gemv_q8_multi(fmts, sh.n_seg, wp, sh.rows, yp, sh.cols, dxq.get(), n, nullptr);
+            }
+            ys->clear();
+            for (auto& d : dys) ys->push_back(d->download());
+            if (sh.yq) *yq = dyq.download();
+        };
+        std::vector<std::vector<std::vector<float>>> one(N);
+        std::vector<std::vector<uint8_t>> one_q(N);
+        for (int t = 0; t < N; ++t) run(t, 1, &one[static_cast<size_t>(t)], &one_q[static_cast<size_t>(t)]);
+        for (int n = 2; n <= N; ++n) {
+            std::vector<std::vector<float>> ys;
+            std::vector<uint8_t> yq;
+            run(0, n, &ys, &yq);
+            for (int t = 0; t < n; ++t) {
+                for (int i = 0; i < sh.n_seg; ++i) {
+                    const size_t r = static_cast<size_t>(sh.rows[i]);
+                    EXPECT_EQ(std::memcmp(ys[static_cast<size_t>(i)].data() + t * r,
+                                          one[static_cast<size_t>(t)][static_cast<size_t>(i)].data(), r * sizeof(float)),
+                              0)
+                        << n << " tokens: token " << t << ", segment " << i << " differs from its one-token launch";
+                }
+                if (sh.yq) {
+                    const size_t r = static_cast<size_t>(sh.rows[0]);
+                    const uint8_t* q = yq.data() + t * r;
+                    const uint8_t* s = yq.data() + cuda::act_q8_scale_offset(n, sh.rows[0]) + t * (r / 32) * 16;
+                    const std::vector<uint8_t>& o = one_q[static_cast<size_t>(t)];
+                    EXPECT_EQ(std::memcmp(q, o.data(), r), 0) << n << " tokens: token " << t << "'s 8-bit codes";
+                    EXPECT_EQ(std::memcmp(s, o.data() + cuda::act_q8_scale_offset(1, sh.rows[0]), (r / 32) * 16), 0)
+                        << n << " tokens: token " << t << "'s scales";
+                }
+            }
+        }
     }
 }
 
