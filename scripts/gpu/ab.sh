@@ -5,8 +5,9 @@
 # other ROUNDS times (default 2) with the same arguments, so both sides' numbers come from one
 # machine in one call. Make DIFF on the development machine, e.g.
 #   git diff BASE -- src > gpu-pack/ab.diff        (gpu-pack/ is carried, not committed)
-# The tree is restored after the base build; the build folder then holds the base's objects for
-# what DIFF touches (the next run.sh build recompiles those). Every run goes to OUTDIR/ab.log as it
+# The tree is restored after the base build and built again, so the build folder holds this
+# tree's objects when ab.sh ends (a later call's upload keeps the files' own times, which would
+# make the base's objects look current). Every run goes to OUTDIR/ab.log as it
 # is written (the table rows also to stdout), the base build's log to OUTDIR/base-build.log.
 # Environment: JLLM_GPU_BUILD (build folder, default build-gpu), JLLM_GPU_JOBS (16),
 # JLLM_GPU_PREFIX (run.sh's .deb prefix, /tmp/jllm-deps).
@@ -53,6 +54,11 @@ if [[ $rc -ne 0 ]]; then
     tail -20 "$outdir/base-build.log" >&2
     exit 1
 fi
+# The build folder back to the tree's objects now: the device tool's next call copies the tree
+# with its own (older) times, so the base's objects would look newer than their sources there and
+# the next build would keep them.
+cmake --build "$build" -j"$jobs" --target jllm-bench > "$outdir/restore-build.log" 2>&1 ||
+    echo "ab.sh: rebuilding the tree after the base failed (see $outdir/restore-build.log)" >&2
 
 status=0
 for ((r = 1; r <= rounds; r++)); do
