@@ -276,7 +276,7 @@ int tiled_k_split(int64_t groups, int64_t nb, bool may_widen) {
 
 // The SwiGLU product of N_TOK tokens with y's 8-bit copy by the product's blocks of four groups
 // (GEMV_Q8_WARPS x k_split warps; YQ_MODE 1).
-template <GgmlType T, int N_TOK = 1>
+template <GgmlType T, int N_TOK>
 auto tiled_qo1_kernel(int k_split) {
     constexpr TiledBatch TB = tiled_batch<T, N_TOK, true, false>();
     static_assert(TB.u == tiled_batch<T, N_TOK, true, true>().u && !TB.pf, "one SwiGLU batch for every k_split");
@@ -310,7 +310,7 @@ int tiled_yq_mode(GgmlType type, int64_t groups, int64_t nb, bool halves_ok) {
     int mode = 0;
     with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
-        const void* k = reinterpret_cast<const void*>(tiled_qo1_kernel<T>(k_split));
+        const void* k = reinterpret_cast<const void*>(tiled_qo1_kernel<T, 1>(k_split));
         if (groups / 4 <= resident_blocks(k, GEMV_Q8_WARPS * k_split * WARP)) mode = 1;
         else if (halves_ok && k_split == 2) mode = 2;
     });
@@ -374,11 +374,12 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
     with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         if (wide) {
-            // Every token count as one token: one tile a batch, the next batch's loads ahead (a warp
-            // walks 2-5 block columns here; larger batches loaded past the row's end).
+            // Every token count in the one-token batches (a warp walks 2-5 block columns here;
+            // larger batches would load past the row's end).
+            constexpr TiledBatch TB = tiled_batch<T, 1, false, true>();
             with_tokens(n_tok, [&](auto nt) {
-                constexpr int N_TOK = decltype(nt)::value;
-                launch(kernel_gemv_q8_tiled<T, N_TOK, 1, false, true, TILED_WIDE_WARPS>, TILED_WIDE_WARPS);
+                launch(kernel_gemv_q8_tiled<T, decltype(nt)::value, TB.u, false, TB.pf, TILED_WIDE_WARPS>,
+                       TILED_WIDE_WARPS);
             });
             return;
         }
