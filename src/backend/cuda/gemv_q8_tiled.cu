@@ -69,10 +69,13 @@ __device__ __forceinline__ void tiled_load(TileLane<T> (&lt)[U][M][2], const uin
 }
 
 // Group g's block columns kp, kp + k_split, .. of w (SwiGLU: and a.w2) into acc (one lane's rows i0,
-// i0 + 4 and piece p), U tiles per batch, PREFETCH as above.
-template <GgmlType T, int N_TOK, int U, int M, bool PREFETCH>
-__device__ __forceinline__ void tiled_walk(float (&acc)[M][2][N_TOK], const uint8_t* w, const TiledArgs& a, int64_t g,
-                                           int64_t nb, int kp, int k_split, int i0, int p) {
+// i0 + 4 and piece p), U tiles per batch, PREFETCH as above. VW > 1: the warp stands for VW warps
+// of a launch with VW times its warps per group (the virtual warps kp, kp + k_split, ..): the j-th
+// column it walks goes to acc[j % VW], so each virtual warp adds its columns in that launch's order.
+template <GgmlType T, int N_TOK, int U, int M, bool PREFETCH, int VW>
+__device__ __forceinline__ void tiled_walk(float (&acc)[VW][M][2][N_TOK], const uint8_t* w, const TiledArgs& a,
+                                           int64_t g, int64_t nb, int kp, int k_split, int i0, int p) {
+    static_assert(U % VW == 0, "a batch holds whole rounds of the virtual warps");
     using L = TileLane<T>;
     const int64_t cols = nb * 256, n_chunks = cols / 32;
     // PREFETCH: the next batch's loads (into nxt) before this batch's arithmetic, in the source (the
@@ -106,24 +109,26 @@ __device__ __forceinline__ void tiled_walk(float (&acc)[M][2][N_TOK], const uint
 #pragma unroll
                 for (int m = 0; m < M; ++m) {
 #pragma unroll
-                    for (int r = 0; r < 2; ++r) acc[m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
+                    for (int r = 0; r < 2; ++r) acc[u % VW][m][r][t] += lt[u][m][r].dot(p, x_lo, x_hi, s_lo, s_hi);
                 }
             }
         }
     }
 }
 
-// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS for one group per block, or (YQ_MODE 1)
+// W warps per block: GEMV_Q8_WARPS, or TILED_WIDE_WARPS / VW for one group per block, or (YQ_MODE 1)
 // GEMV_Q8_WARPS x k_split for four groups per block (gemv_q8_tiled). YQ_MODE (SwiGLU): y also quantized to
 // 8 bits, per token: 1, the block's 32 rows as one block (as kernel_quantize_act: the same bits);
 // 2, the block's 16 rows (two groups: W = 2 k_split) as one half of a block, on its own scale.
+// VW (tiled_walk): a.k_split / VW warps per group, each adding VW virtual warps' partial sums;
+// the group's a.k_split partial sums are then added as a.k_split warps' would be.
 template <GgmlType T, int N_TOK, int U, bool SWIGLU, bool PREFETCH, int W = GEMV_Q8_WARPS, int YQ_MODE = 0,
-          GgmlType T2 = T,
-          int U2 = U, bool PREFETCH2 = PREFETCH>
+          GgmlType T2 = T, int U2 = U, bool PREFETCH2 = PREFETCH, int VW = 1>
 __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
     constexpr int M = SWIGLU ? 2 : 1;  // matrices read
-    __shared__ float part[W][M][TILE_ROWS][N_TOK];
-    const int k_split = a.k_split;
+    static_assert(VW == 1 || (!SWIGLU && T2 == T), "virtual warps in the one-matrix, one-type products");
+    __shared__ float part[W * VW][M][TILE_ROWS][N_TOK];
+    const int k_split = a.k_split / VW;  // this launch's warps per group
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const int64_t gg = static_cast<int64_t>(blockIdx.x) * (W / k_split) + warp / k_split;
     // The segment by selects, not by indexing the parameter arrays (which would copy them to
@@ -136,48 +141,57 @@ __global__ void __launch_bounds__(W * WARP) kernel_gemv_q8_tiled(TiledArgs a) {
     const int kp = warp % k_split;
     const int i0 = lane / 8, p = lane % 8;
     const int64_t nb = a.nb;
-    float acc[M][2][N_TOK];
+    float vacc[VW][M][2][N_TOK];
 #pragma unroll
-    for (int m = 0; m < M; ++m)
+    for (int v = 0; v < VW; ++v)
 #pragma unroll
-        for (int t = 0; t < N_TOK; ++t) acc[m][0][t] = acc[m][1][t] = 0.0f;
+        for (int m = 0; m < M; ++m)
+#pragma unroll
+            for (int t = 0; t < N_TOK; ++t) vacc[v][m][0][t] = vacc[v][m][1][t] = 0.0f;
     if (gg < groups) {
         if constexpr (T2 != T) {  // the last segment is of type T2 (warp-uniform)
             if (gg >= (e1 < groups ? e1 : e0)) {
-                tiled_walk<T2, N_TOK, U2, M, PREFETCH2>(acc, w, a, g, nb, kp, k_split, i0, p);
+                tiled_walk<T2, N_TOK, U2, M, PREFETCH2>(vacc, w, a, g, nb, kp, k_split, i0, p);
             } else {
-                tiled_walk<T, N_TOK, U, M, PREFETCH>(acc, w, a, g, nb, kp, k_split, i0, p);
+                tiled_walk<T, N_TOK, U, M, PREFETCH>(vacc, w, a, g, nb, kp, k_split, i0, p);
             }
         } else {
-            tiled_walk<T, N_TOK, U, M, PREFETCH>(acc, w, a, g, nb, kp, k_split, i0, p);
+            tiled_walk<T, N_TOK, U, M, PREFETCH>(vacc, w, a, g, nb, kp, k_split, i0, p);
         }
     }
 #pragma unroll
-    for (int m = 0; m < M; ++m)
+    for (int v = 0; v < VW; ++v)
 #pragma unroll
-        for (int t = 0; t < N_TOK; ++t) {
-            acc[m][0][t] = group_sum<8>(acc[m][0][t]);
-            acc[m][1][t] = group_sum<8>(acc[m][1][t]);
-        }
-    if (k_split > 1) {
+        for (int m = 0; m < M; ++m)
+#pragma unroll
+            for (int t = 0; t < N_TOK; ++t) {
+                vacc[v][m][0][t] = group_sum<8>(vacc[v][m][0][t]);
+                vacc[v][m][1][t] = group_sum<8>(vacc[v][m][1][t]);
+            }
+    float (&acc)[M][2][N_TOK] = vacc[0];  // virtual warp kp's sums (the group's total at kp 0)
+    if (k_split * VW > 1) {
+        // Group slots in part: the virtual warps kp + v k_split of the block's group warp / k_split.
+        const int base = warp / k_split * k_split * VW;
         if (p == 0) {
 #pragma unroll
-            for (int m = 0; m < M; ++m)
-#pragma unroll
-                for (int t = 0; t < N_TOK; ++t) {
-                    part[warp][m][i0][t] = acc[m][0][t];
-                    part[warp][m][i0 + 4][t] = acc[m][1][t];
-                }
-        }
-        __syncthreads();
-        if (kp == 0 && p == 0) {
-            for (int k = 1; k < k_split; ++k) {
+            for (int v = 0; v < VW; ++v)
 #pragma unroll
                 for (int m = 0; m < M; ++m)
 #pragma unroll
                     for (int t = 0; t < N_TOK; ++t) {
-                        acc[m][0][t] += part[warp + k][m][i0][t];
-                        acc[m][1][t] += part[warp + k][m][i0 + 4][t];
+                        part[base + kp + v * k_split][m][i0][t] = vacc[v][m][0][t];
+                        part[base + kp + v * k_split][m][i0 + 4][t] = vacc[v][m][1][t];
+                    }
+        }
+        __syncthreads();
+        if (kp == 0 && p == 0) {
+            for (int k = 1; k < k_split * VW; ++k) {
+#pragma unroll
+                for (int m = 0; m < M; ++m)
+#pragma unroll
+                    for (int t = 0; t < N_TOK; ++t) {
+                        acc[m][0][t] += part[base + k][m][i0][t];
+                        acc[m][1][t] += part[base + k][m][i0 + 4][t];
                     }
             }
         }
@@ -240,7 +254,10 @@ struct TiledBatch {
 template <GgmlType T, int N_TOK, bool SWIGLU, bool SHARED>
 constexpr TiledBatch tiled_batch() {
     if (N_TOK == 1 && !SWIGLU) return {1, true};
-    if (SWIGLU) return {T == GgmlType::Q4_K ? 2 : 1, false};
+    // SwiGLU: gate and up side by side. Q4_K two tiles for one or four tokens; one for two and
+    // three (127 -> 95 and 128 -> 96 registers: qwen3-4b verify2 -5%, verify3 -5% on the H100,
+    // docs/gpu_speed_notes.md row 132; at four tokens one tile measured equal).
+    if (SWIGLU) return {T == GgmlType::Q4_K && (N_TOK == 1 || N_TOK == 4) ? 2 : 1, false};
     // Two tokens: batches of 2 (U = 4 held 96 registers a thread in Q4_K, 31% occupancy and 49% of
     // DRAM bandwidth on 65536 x 8192 in ncu; U = 2: 127.1 -> 98.4 us there, qwen3-4b's Q4_K
     // products -19% to -30%). Three and four tokens keep U = 4 where it was (U = 2 lost up to 23%
@@ -366,20 +383,29 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
         a.yq = static_cast<int8_t*>(yq);
         a.ys = reinterpret_cast<float4*>(static_cast<uint8_t*>(yq) + act_q8_scales_at(n_tok, rows[0]));
     }
-    auto launch = [&](auto kernel, int block_warps) {
-        const int64_t per_block = block_warps / a.k_split;
+    auto launch = [&](auto kernel, int block_warps, int vw = 1) {
+        const int64_t per_block = block_warps / (a.k_split / vw);
         const dim3 grid(static_cast<unsigned>((groups + per_block - 1) / per_block));
         kernel<<<grid, block_warps * WARP, 0, as_stream(stream)>>>(a);
     };
     with_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         if (wide) {
-            // Every token count in the one-token batches (a warp walks 2-5 block columns here;
-            // larger batches would load past the row's end).
+            // One token: the one-token batches (a warp walks 2-5 block columns here; larger batches
+            // would load past the row's end). Two to four: half the warps, each adding two of the
+            // one-token launch's partial sums (VW 2) from batches of four tiles: 8 warps per group at
+            // 4 tokens held 125 registers (two blocks per SM: qwen3-4b's 320 groups took 1.2
+            // waves), this 128 in blocks of 4 warps (one wave); verify4 2.527 -> 2.330 ms on the
+            // H200 (docs/gpu_speed_notes.md row 132).
             constexpr TiledBatch TB = tiled_batch<T, 1, false, true>();
+            constexpr int HALF = TILED_WIDE_WARPS / 2;
             with_tokens(n_tok, [&](auto nt) {
-                launch(kernel_gemv_q8_tiled<T, decltype(nt)::value, TB.u, false, TB.pf, TILED_WIDE_WARPS>,
-                       TILED_WIDE_WARPS);
+                constexpr int N_TOK = decltype(nt)::value;
+                if constexpr (N_TOK == 1) {
+                    launch(kernel_gemv_q8_tiled<T, 1, TB.u, false, TB.pf, TILED_WIDE_WARPS>, TILED_WIDE_WARPS);
+                } else {
+                    launch(kernel_gemv_q8_tiled<T, N_TOK, 4, false, false, HALF, 0, T, 4, false, 2>, HALF, 2);
+                }
             });
             return;
         }
