@@ -261,6 +261,8 @@ struct ModelInfo {
     // Speculative decoding as loaded: the mode, and the draft model's path and name (empty: none).
     std::string spec;
     std::string draft_path, draft_name;
+    // Tokens drafted per verification at most: EngineConfig::draft_max, lowered to what the
+    // backend verifies bit for bit (CUDA: 3, its rows equal one-token steps up to 4 tokens).
     int draft_max = 0;
     // The draft model's tokens before a request's own join them (--draft-vocab as applied: the
     // ids below it and the special tokens; n_vocab where unrestricted; 0 without a draft model).

@@ -142,6 +142,10 @@ public:
     // Runs `n_tokens` tokens at positions pos0.. (pos0 + n_tokens <= n_ctx; n_tokens <= n_batch),
     // writing their K/V. Logits: Last -> [n_vocab] of the last token, All -> [n_tokens, n_vocab].
     virtual void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) = 0;
+    // The most tokens a forward(.., All, ..) takes whose every logits row is, bit for bit, the row
+    // the same tokens give run one at a time. Speculative decoding verifies at most this many, so
+    // its greedy output is the plain decode's token for token.
+    virtual int exact_rows() const = 0;
 
     // One decode step (`token` at `pos`, as forward(&token, 1, pos, Last, ..)) that ends in
     // `sel` on the backend: ids[0..k) and their raw logits vals[0..k), best first. Only the k

@@ -114,6 +114,9 @@ struct Engine::Impl {
     std::unique_ptr<DraftModel> draft;
     SpecTuner tuner;
     std::vector<float> spec_logits;
+    // Tokens drafted per verification at most: --draft-max, lowered to what the backend verifies
+    // bit for bit (Backend::exact_rows), so greedy output stays the plain decode's.
+    int draft_cap = 0;
     std::atomic<bool> cancel{false};
     std::atomic<bool> busy{false};
     ModelInfo info;
@@ -144,6 +147,7 @@ void Engine::unload() {
     m.draft.reset();
     m.backend.reset();
     m.spec_logits = {};
+    m.draft_cap = 0;
     m.tuner = SpecTuner{};
     m.vocab_trie.reset();
     m.tok.reset();
@@ -215,6 +219,23 @@ Status Engine::load(const EngineConfig& config) {
         m.n_ctx = n_ctx;
         m.n_batch = std::min(n_ctx, 512);
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
+        if (config.spec != SpecMode::Off) {
+            m.draft_cap = std::min(config.draft_max, m.backend->exact_rows() - 1);
+            if (m.draft_cap < 1 && m.draft) {  // its weights and KV would be held for nothing
+                throw JllmError(strfmt("--draft: the %s backend verifies no batch bit for bit with this model's "
+                                       "weight types, so a draft model cannot be used",
+                                       m.backend->name()));
+            }
+            if (m.draft_cap < 1) {
+                JLLM_LOG_WARN("[engine] speculative decoding off (--spec %s): the %s backend verifies no batch bit "
+                              "for bit with this model's weight types",
+                              spec_mode_name(config.spec), m.backend->name());
+            } else if (m.draft_cap < config.draft_max) {
+                JLLM_LOG_INFO("[engine] speculative decoding: drafts of at most %d tokens (--draft-max %d): the %s "
+                              "backend's verification rows are one-token steps' bits up to %d tokens",
+                              m.draft_cap, config.draft_max, m.backend->name(), m.draft_cap + 1);
+            }
+        }
         if (m.draft) {
             m.draft->allocate(m.n_ctx, config.kv_type);
             // The bytes a token reads: the weights but the embedding table (one row a token, unless
@@ -291,7 +312,7 @@ Status Engine::load(const EngineConfig& config) {
     info.tools = tool_format(m.chat_kind, m.gguf_template) != ToolFormat::None;
     info.thinking = m.chat_kind == ChatTemplateKind::Qwen3;
     info.spec = spec_mode_name(config.spec);
-    info.draft_max = config.spec == SpecMode::Off ? 0 : config.draft_max;
+    info.draft_max = config.spec == SpecMode::Off ? 0 : m.draft_cap;
     if (m.draft) {
         info.draft_path = config.draft_model_path;
         info.draft_name = m.draft->name();
@@ -901,13 +922,13 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 if (model_k < 0) {
                     // A probe never pays for the draft model's prompt (a cold cache: a prefill).
                     const bool warm = m.draft->cold_tokens(seq) <= 16;
-                    model_k = m.tuner.length(DraftSource::Model, std::min(room, m.cfg.draft_max), spec == SpecMode::Draft,
+                    model_k = m.tuner.length(DraftSource::Model, std::min(room, m.draft_cap), spec == SpecMode::Draft,
                                              warm);
                 }
                 return model_k;
             };
             if (may_ngram) {
-                const int k = m.tuner.length(DraftSource::Ngram, std::min(room, m.cfg.draft_max), spec == SpecMode::Ngram);
+                const int k = m.tuner.length(DraftSource::Ngram, std::min(room, m.draft_cap), spec == SpecMode::Ngram);
                 if (k > 0 && ngram_draft(seq.data(), seq.size(), k, drafts) > 0) {
                     // auto: the draft model's draft instead where it is expected to yield more per
                     // unit of time than this match (prompt lookup's drafts cost nothing, but a short

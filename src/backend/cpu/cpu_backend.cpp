@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/attn_dot.h"
 #include "backend/cpu/cpu_pool_plan.h"
@@ -114,6 +115,9 @@ public:
         scratch_bytes_ = static_cast<int64_t>(scratch_pool_.capacity());
     }
 
+    // Every batch: a row's dot products (quant_dot.h: the same integer sums and float order at any
+    // batch size) and its attention over its own keys are those of its one-token step.
+    int exact_rows() const override { return std::numeric_limits<int>::max(); }
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override {
         (void)forward_pass(tokens, n_tokens, pos0, mode, logits, nullptr);
     }

@@ -67,6 +67,11 @@ public:
     void bind_weights(const ModelWeights& weights, WeightPlacement placement) override;
     void allocate(int n_ctx, int n_batch, KvType kv_type) override;
     void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) override;
+    // Up to GEMV_MAX_TOKENS on the dp4a path: the one-token GEMVs' sums in their order (the tiled
+    // launch's warps per group and 8-bit copy: gemv_q8_tiled) and each query as a decode step
+    // (AttentionParams::decode_rows). Larger batches take the fp16 GEMM and the prefill attention
+    // (within their bounds, not bit for bit); without the dp4a path, one token.
+    int exact_rows() const override { return use_q8_ ? cuda::GEMV_MAX_TOKENS : 1; }
     bool forward_select(int32_t token, int pos, const TokenSelection& sel, int32_t* ids, float* vals) override;
     void pin_host_buffer(void* p, size_t bytes) override;
     void warm_up(int top_k) override;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -19,12 +20,14 @@
 #include "speculative_engines.h"
 #include "backend/backend.h"
 #include "backend/backend_registry.h"
+#include "backend/cpu/cpu_backend.h"
 #include "engine/speculative.h"
 #include "gguf/gguf.h"
 #include "model/model_config.h"
 #include "tokenizer/tokenizer.h"
 #include "jllm_engine.h"
 #include "test_paths.h"
+#include "tiny_qwen3.h"
 
 namespace jllm {
 namespace {
@@ -448,6 +451,43 @@ TEST(DraftModelConfidence, DraftEndsBeforeTheFirstUnsureToken) {
         }
     }
     EXPECT_GT(cut, 0) << "no floor ended a draft after two or more of its tokens: the test checked only the ends";
+}
+
+// The CPU backend's verification forward: every row of a batch the bits of the same tokens run
+// one at a time, for every batch a verification takes (exact_rows), on the row-wise Q8_0 and the
+// K-quant dot products, both KV types.
+TEST(CpuVerification, RowsAreOneTokenStepsBitForBit) {
+    for (QuantRecipe recipe : {QuantRecipe::Q8_0, QuantRecipe::Q4_K_M}) {
+        const test::TinyQwen3 m =
+            test::tiny_qwen3(std::string("cpu_rows_tiny_qwen3_") + quant_recipe_name(recipe) + ".gguf", 11, recipe);
+        const size_t V = static_cast<size_t>(m.c.n_vocab);
+        std::vector<int32_t> prefix(29);
+        for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = static_cast<int32_t>((i * 7919 + 3) % V);
+        const int n0 = static_cast<int>(prefix.size());
+        for (KvType kv : {KvType::Int8, KvType::Fp16}) {
+            auto b = create_cpu_backend(m.c, CpuOptions{2});
+            b->bind_weights(m.w, WeightPlacement::Auto);
+            b->allocate(96, 32, kv);
+            EXPECT_GE(b->exact_rows(), SPEC_DRAFT_MAX + 1);
+            std::vector<float> last(V);
+            for (int n : {2, 4, 5, 9, SPEC_DRAFT_MAX + 1}) {
+                std::vector<int32_t> batch(static_cast<size_t>(n));
+                for (int i = 0; i < n; ++i) batch[static_cast<size_t>(i)] = static_cast<int32_t>((i * 104729 + 101) % V);
+                b->truncate_kv(0);
+                b->forward(prefix.data(), n0, 0, LogitsMode::Last, last.data());
+                std::vector<float> steps(static_cast<size_t>(n) * V), rows(static_cast<size_t>(n) * V);
+                for (int i = 0; i < n; ++i) {
+                    b->forward(&batch[static_cast<size_t>(i)], 1, n0 + i, LogitsMode::Last, steps.data() + i * V);
+                }
+                b->truncate_kv(n0);
+                b->forward(batch.data(), n, n0, LogitsMode::All, rows.data());
+                for (int i = 0; i < n; ++i) {
+                    EXPECT_EQ(0, std::memcmp(rows.data() + i * V, steps.data() + i * V, V * sizeof(float)))
+                        << quant_recipe_name(recipe) << " " << kv_type_name(kv) << ", " << n << " tokens, row " << i;
+                }
+            }
+        }
+    }
 }
 
 TEST(EngineSpeculative, GreedyOutputAndCacheIdenticalInEveryMode) {
