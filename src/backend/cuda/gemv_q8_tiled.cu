@@ -394,9 +394,9 @@ void gemv_q8_tiled(const GgmlType* types, int n_seg, const void* const* w, const
             // One token: the one-token batches (a warp walks 2-5 block columns here; larger batches
             // would load past the row's end). Two to four: half the warps, each adding two of the
             // one-token launch's partial sums (VW 2) from batches of four tiles: 8 warps per group at
-            // 4 tokens held 125 registers (two blocks per SM: qwen3-4b's 320 groups took 1.2
-            // waves), this 128 in blocks of 4 warps (one wave); verify4 2.527 -> 2.330 ms on the
-            // H200 (docs/gpu_speed_notes.md row 132).
+            // 4 tokens held 125 registers (Q4_K: two blocks per SM, so qwen3-4b's 320 groups took
+            // 1.2 waves on 132 SMs), these 128 (Q4_K) and 168 (Q6_K) in blocks of 4 warps, one
+            // wave there; verify4 2.527 -> 2.330 ms on the H200 (docs/gpu_speed_notes.md row 132).
             constexpr TiledBatch TB = tiled_batch<T, 1, false, true>();
             constexpr int HALF = TILED_WIDE_WARPS / 2;
             with_tokens(n_tok, [&](auto nt) {
