@@ -144,7 +144,7 @@ public:
     virtual void forward(const int32_t* tokens, int n_tokens, int pos0, LogitsMode mode, float* logits) = 0;
     // The most tokens a forward(.., All, ..) takes whose every logits row is, bit for bit, the row
     // the same tokens give run one at a time. Speculative decoding verifies at most this many, so
-    // its greedy output is the plain decode's token for token.
+    // its greedy output is the plain decode's token for token. Known once the weights are bound.
     virtual int exact_rows() const = 0;
 
     // One decode step (`token` at `pos`, as forward(&token, 1, pos, Last, ..)) that ends in

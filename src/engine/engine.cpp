@@ -191,6 +191,26 @@ Status Engine::load(const EngineConfig& config) {
         if (config.spec != SpecMode::Off && (config.draft_max < 1 || config.draft_max > SPEC_DRAFT_MAX)) {
             throw JllmError(strfmt("--draft-max %d: must be 1..%d", config.draft_max, SPEC_DRAFT_MAX));
         }
+        // The backend's exact batch is known once the weights are bound (CUDA: the dp4a path).
+        if (config.spec != SpecMode::Off) {
+            m.draft_cap = std::min(config.draft_max, m.backend->exact_rows() - 1);
+            const bool wants_draft = !config.draft_model_path.empty() &&
+                                     (config.spec == SpecMode::Auto || config.spec == SpecMode::Draft);
+            if (m.draft_cap < 1 && wants_draft) {  // refused before it loads
+                throw JllmError(strfmt("--draft: the %s backend verifies no batch bit for bit with this model's "
+                                       "weight types, so a draft model cannot be used",
+                                       m.backend->name()));
+            }
+            if (m.draft_cap < 1) {
+                JLLM_LOG_WARN("[engine] speculative decoding off (--spec %s): the %s backend verifies no batch bit "
+                              "for bit with this model's weight types",
+                              spec_mode_name(config.spec), m.backend->name());
+            } else if (m.draft_cap < config.draft_max) {
+                JLLM_LOG_INFO("[engine] speculative decoding: drafts of at most %d tokens (--draft-max %d): the %s "
+                              "backend's verification rows are one-token steps' bits up to %d tokens",
+                              m.draft_cap, config.draft_max, m.backend->name(), m.draft_cap + 1);
+            }
+        }
         if (!config.draft_model_path.empty()) {
             if (config.spec != SpecMode::Auto && config.spec != SpecMode::Draft) {
                 throw JllmError(strfmt("a draft model is loaded only with --spec auto or draft (given: --spec %s)",
@@ -219,23 +239,6 @@ Status Engine::load(const EngineConfig& config) {
         m.n_ctx = n_ctx;
         m.n_batch = std::min(n_ctx, 512);
         m.backend->allocate(m.n_ctx, m.n_batch, config.kv_type);
-        if (config.spec != SpecMode::Off) {
-            m.draft_cap = std::min(config.draft_max, m.backend->exact_rows() - 1);
-            if (m.draft_cap < 1 && m.draft) {  // its weights and KV would be held for nothing
-                throw JllmError(strfmt("--draft: the %s backend verifies no batch bit for bit with this model's "
-                                       "weight types, so a draft model cannot be used",
-                                       m.backend->name()));
-            }
-            if (m.draft_cap < 1) {
-                JLLM_LOG_WARN("[engine] speculative decoding off (--spec %s): the %s backend verifies no batch bit "
-                              "for bit with this model's weight types",
-                              spec_mode_name(config.spec), m.backend->name());
-            } else if (m.draft_cap < config.draft_max) {
-                JLLM_LOG_INFO("[engine] speculative decoding: drafts of at most %d tokens (--draft-max %d): the %s "
-                              "backend's verification rows are one-token steps' bits up to %d tokens",
-                              m.draft_cap, config.draft_max, m.backend->name(), m.draft_cap + 1);
-            }
-        }
         if (m.draft) {
             m.draft->allocate(m.n_ctx, config.kv_type);
             // The bytes a token reads: the weights but the embedding table (one row a token, unless
@@ -312,7 +315,7 @@ Status Engine::load(const EngineConfig& config) {
     info.tools = tool_format(m.chat_kind, m.gguf_template) != ToolFormat::None;
     info.thinking = m.chat_kind == ChatTemplateKind::Qwen3;
     info.spec = spec_mode_name(config.spec);
-    info.draft_max = config.spec == SpecMode::Off ? 0 : m.draft_cap;
+    info.draft_max = m.draft_cap;  // 0 with --spec off
     if (m.draft) {
         info.draft_path = config.draft_model_path;
         info.draft_name = m.draft->name();

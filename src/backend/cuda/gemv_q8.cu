@@ -341,15 +341,8 @@ void launch_gemv_q8_args(GemvQ8Args a, int64_t total_rows, int n_tok, cudaStream
         else if (two_rows) kernel_gemv_q8<T, N_TOK, 2, WARP, 2, false><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
         else kernel_gemv_q8<T, N_TOK, 1, WARP, 2, false><<<grid, GEMV_Q8_WARPS * WARP, 0, st>>>(a);
     };
-    switch (n_tok) {
-        case 1: go(std::integral_constant<int, 1>{}); break;
-        case 2: go(std::integral_constant<int, 2>{}); break;
-        case 3: go(std::integral_constant<int, 3>{}); break;
-        default: go(std::integral_constant<int, 4>{}); break;
-    }
+    with_tokens(n_tok, go);
 }
-
-static_assert(GEMV_MAX_TOKENS == 4, "kernel_gemv_q8 is instantiated for 1..4 tokens");
 
 void gemv_q8_dispatch(GgmlType type, const GemvQ8Args& a, int64_t total_rows, int n_tok, void* stream) {
     const bool ok = dispatch_q8_type(type, [&](auto tag) {

@@ -303,17 +303,6 @@ auto tiled_qo1_kernel(int k_split) {
                               : kernel_gemv_q8_tiled<T, N_TOK, TB.u, true, false, 4 * Q, 1>);
 }
 
-// f(std::integral_constant<int, N>) for n_tok = N in 1..GEMV_MAX_TOKENS (4).
-template <class F>
-void with_tokens(int n_tok, F&& f) {
-    switch (n_tok) {
-        case 1: f(std::integral_constant<int, 1>{}); break;
-        case 2: f(std::integral_constant<int, 2>{}); break;
-        case 3: f(std::integral_constant<int, 3>{}); break;
-        default: f(std::integral_constant<int, 4>{}); break;
-    }
-}
-
 // How the SwiGLU product on tiles (`groups` 8-row groups of nb block columns) makes y's 8-bit
 // copy: 1, by blocks of four groups (each block's 32 rows one q8 block), where the one-token
 // grid is one wave of resident blocks (a second wave of the larger blocks costs more than the

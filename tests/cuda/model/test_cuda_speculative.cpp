@@ -17,6 +17,7 @@
 #include "synth/synth_model.h"
 #include "test_paths.h"
 #include "tiny_qwen3.h"
+#include "verification_rows.h"
 
 namespace jllm {
 namespace {
@@ -35,23 +36,16 @@ TEST(CudaSpeculative, VerificationRowsMatchOneTokenSteps) {
     const size_t V = static_cast<size_t>(m.c.n_vocab);
     std::vector<int32_t> prefix(37);
     for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = static_cast<int32_t>((i * 104729 + 7) % 150000);
-    const int n0 = static_cast<int>(prefix.size());
     for (KvType kv : {KvType::Int8, KvType::Fp16}) {
         auto b = create_cuda_backend(m.c);
         b->bind_weights(m.w, WeightPlacement::Auto);
         b->allocate(128, 64, kv);
         EXPECT_EQ(b->exact_rows(), 4);  // the dp4a path's batches
-        std::vector<float> last(V);
         for (int n : {2, 4, 5, 9}) {  // the q8 GEMV path (<= 4 tokens) and the GEMM path
             std::vector<int32_t> batch(static_cast<size_t>(n));
             for (int i = 0; i < n; ++i) batch[static_cast<size_t>(i)] = (i * 7919 + 101) % 150000;
-            b->truncate_kv(0);
-            b->forward(prefix.data(), n0, 0, LogitsMode::Last, last.data());
-            std::vector<float> steps(static_cast<size_t>(n) * V);
-            for (int i = 0; i < n; ++i) b->forward(&batch[static_cast<size_t>(i)], 1, n0 + i, LogitsMode::Last, steps.data() + i * V);
-            b->truncate_kv(n0);
-            std::vector<float> rows(static_cast<size_t>(n) * V);
-            b->forward(batch.data(), n, n0, LogitsMode::All, rows.data());
+            std::vector<float> rows, steps;
+            test::verification_rows_and_steps(*b, prefix, batch, V, rows, steps);
             for (int i = 0; i < n; ++i) {
                 const float* x = rows.data() + i * V;
                 const float* y = steps.data() + i * V;

@@ -28,6 +28,7 @@
 #include "jllm_engine.h"
 #include "test_paths.h"
 #include "tiny_qwen3.h"
+#include "verification_rows.h"
 
 namespace jllm {
 namespace {
@@ -463,24 +464,16 @@ TEST(CpuVerification, RowsAreOneTokenStepsBitForBit) {
         const size_t V = static_cast<size_t>(m.c.n_vocab);
         std::vector<int32_t> prefix(29);
         for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = static_cast<int32_t>((i * 7919 + 3) % V);
-        const int n0 = static_cast<int>(prefix.size());
         for (KvType kv : {KvType::Int8, KvType::Fp16}) {
             auto b = create_cpu_backend(m.c, CpuOptions{2});
             b->bind_weights(m.w, WeightPlacement::Auto);
             b->allocate(96, 32, kv);
             EXPECT_GE(b->exact_rows(), SPEC_DRAFT_MAX + 1);
-            std::vector<float> last(V);
             for (int n : {2, 4, 5, 9, SPEC_DRAFT_MAX + 1}) {
                 std::vector<int32_t> batch(static_cast<size_t>(n));
                 for (int i = 0; i < n; ++i) batch[static_cast<size_t>(i)] = static_cast<int32_t>((i * 104729 + 101) % V);
-                b->truncate_kv(0);
-                b->forward(prefix.data(), n0, 0, LogitsMode::Last, last.data());
-                std::vector<float> steps(static_cast<size_t>(n) * V), rows(static_cast<size_t>(n) * V);
-                for (int i = 0; i < n; ++i) {
-                    b->forward(&batch[static_cast<size_t>(i)], 1, n0 + i, LogitsMode::Last, steps.data() + i * V);
-                }
-                b->truncate_kv(n0);
-                b->forward(batch.data(), n, n0, LogitsMode::All, rows.data());
+                std::vector<float> rows, steps;
+                test::verification_rows_and_steps(*b, prefix, batch, V, rows, steps);
                 for (int i = 0; i < n; ++i) {
                     EXPECT_EQ(0, std::memcmp(rows.data() + i * V, steps.data() + i * V, V * sizeof(float)))
                         << quant_recipe_name(recipe) << " " << kv_type_name(kv) << ", " << n << " tokens, row " << i;
