@@ -122,7 +122,7 @@ void gemm_small_ref(GgmlType type, const void* w, const void* w2, int64_t rows, 
 
 void gemm_ref(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x, int n_tok,
               float* y, MatOut out) {
-    (gemm_takes_small(fmt, n_tok) ? gemm_small_ref : gemm_f16_ref)(fmt.type, w, w2, rows, cols, x, n_tok, y, out);
+    (gemm_takes_small(fmt, n_tok, out) ? gemm_small_ref : gemm_f16_ref)(fmt.type, w, w2, rows, cols, x, n_tok, y, out);
 }
 
 void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq, bool halves) {

@@ -1,5 +1,7 @@
 // backend/cuda/gemm.cu — prefill matrix products on tensor cores:
 //   Y[n_tok][rows] = W[rows][cols] X[n_tok][cols]   (store, += residual, or SwiGLU with W2).
+// Tiled Q4_K/Q6_K products go to gemm_small.cu's kernel (gemm_takes_small) but for the Q6_K
+// SwiGLU product of more than 64 tokens; this file's kernel serves that and every other format.
 //
 // A block computes 128 rows of A x BN tokens (BN = 64 or 128) with 8 warps, each an
 // mma.sync.m16n8k16 (fp16 inputs, fp32 accumulation) tile of (128 / WARPS_M) x 32. The raw
@@ -108,26 +110,13 @@ __host__ __device__ constexpr size_t gemm_tiles_bytes() {
 // the groups its steps touch) and stores its partial sums to y + z * n_tok * rows (a work buffer;
 // SwiGLU: gate and up sums, 2 x rows per token); kernel_splitk_reduce(_swiglu) adds them in
 // order, so results do not depend on scheduling.
-// MULTI: up to GEMM_MAX_SEG matrices of one format and width (Q, K, V) in one grid, Store only:
-// segment s's row blocks follow segment s - 1's, and segs gives each its weights, rows and output
-// (split: its own [Z][n_tok][rows] region of the work buffer); w, rows and y are then unused.
 // Shared memory (dynamic): stage 0 | stage 1 ([MMA_BM][slot] bytes each) | As | Bs.
-template <GgmlType T, int BN, bool TILED, bool MULTI = false>
+template <GgmlType T, int BN, bool TILED>
 __global__ void __launch_bounds__(MMA_THREADS, 2)
     kernel_gemm_mma(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, int64_t rows, int64_t cols,
-                    GemmGeom geo, const uint16_t* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode,
-                    GemmSegs segs) {
+                    GemmGeom geo, const uint16_t* __restrict__ x, int n_tok, float* __restrict__ y, int out_mode) {
     constexpr int GS = group_steps(T);
-    int64_t bx = blockIdx.x;  // the row block within its matrix
-    if constexpr (MULTI) {
-        // The segment by selects, not by indexing the parameter arrays (which would copy them to
-        // local memory in every thread).
-        const int seg = bx < segs.block_end[0] ? 0 : (bx < segs.block_end[1] ? 1 : 2);
-        bx -= seg == 0 ? 0 : (seg == 1 ? segs.block_end[0] : segs.block_end[1]);
-        w = seg == 0 ? segs.w[0] : (seg == 1 ? segs.w[1] : segs.w[2]);
-        y = seg == 0 ? segs.y[0] : (seg == 1 ? segs.y[1] : segs.y[2]);
-        rows = seg == 0 ? segs.rows[0] : (seg == 1 ? segs.rows[1] : segs.rows[2]);
-    }
+    const int64_t bx = blockIdx.x;  // the row block
     extern __shared__ __align__(16) uint8_t smem[];
     const size_t stage_bytes = static_cast<size_t>(MMA_BM) * geo.slot;
     auto As = reinterpret_cast<__half(*)[MMA_LDS]>(smem + 2 * stage_bytes);
@@ -391,7 +380,7 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
     const GgmlType type = fmt.type;
     JLLM_ASSERT(!fmt.tiled() || (tiles_fit(type, rows, cols) && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                                  reinterpret_cast<uintptr_t>(w2) % 16 == 0));
-    if (gemm_takes_small(fmt, n_tok)) {
+    if (gemm_takes_small(fmt, n_tok, out)) {
         GemmSegs segs{};
         segs.w[0] = static_cast<const uint8_t*>(w);
         segs.y[0] = y;
@@ -414,7 +403,7 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
         allow_dynamic_smem(kernel, smem);
         kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(static_cast<const uint8_t*>(w),
                                                                static_cast<const uint8_t*>(w2), rows, cols, geo, x,
-                                                               n_tok, dst, mode, GemmSegs{});
+                                                               n_tok, dst, mode);
     };
     const bool ok = dispatch_format(type, fmt.tiled(), [&](auto tag, auto tiled) {
         constexpr GgmlType T = decltype(tag)::value;
@@ -438,7 +427,7 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
                        const uint16_t* x, int n_tok, float* const* y, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMM_MAX_SEG && n_tok >= 1 && cols % 32 == 0 &&
                 reinterpret_cast<uintptr_t>(x) % 16 == 0);
-    if (gemm_takes_small(fmt, n_tok)) {
+    if (gemm_takes_small(fmt, n_tok, MatOut::Store)) {
         GemmSegs segs{};
         for (int s = 0; s < n_seg; ++s) {
             segs.w[s] = static_cast<const uint8_t*>(w[s]);
@@ -448,44 +437,9 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
         launch_gemm_small(fmt.type, n_seg, segs, nullptr, cols, x, n_tok, MatOut::Store, stream, work, work_floats);
         return;
     }
-    const GemmPlan plan = gemm_plan_multi(n_seg, rows, cols, n_tok, work != nullptr ? work_floats : 0);
-    // One grid for the tiled types in 64-token tiles; otherwise a launch per matrix.
-    if (n_seg == 1 || !fmt.tiled() || plan.bn != 64) {
-        for (int s = 0; s < n_seg; ++s) {
-            launch_gemm(fmt, w[s], nullptr, rows[s], cols, x, n_tok, y[s], MatOut::Store, stream, work, work_floats);
-        }
-        return;
-    }
-    GemmSegs segs{};
-    int64_t blocks = 0, row_off = 0;
+    // Untiled formats: a launch per matrix (tiled ones take the small-batch kernel's one grid above).
     for (int s = 0; s < n_seg; ++s) {
-        JLLM_ASSERT(rows[s] >= 1 && tiles_fit(fmt.type, rows[s], cols) && reinterpret_cast<uintptr_t>(w[s]) % 16 == 0);
-        blocks += gemm_row_blocks(rows[s], MatOut::Store);
-        segs.w[s] = static_cast<const uint8_t*>(w[s]);
-        segs.rows[s] = rows[s];
-        // Split: segment s's parts in a region of its own, [split][n_tok][rows[s]].
-        segs.y[s] = plan.split > 1 ? work + static_cast<int64_t>(plan.split) * n_tok * row_off : y[s];
-        segs.block_end[s] = blocks;
-        row_off += rows[s];
-    }
-    for (int s = n_seg; s < GEMM_MAX_SEG; ++s) segs.block_end[s] = blocks;
-    const GemmGeom geo = gemm_geom(fmt, cols, true);
-    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>((n_tok + 63) / 64),
-                    static_cast<unsigned>(plan.split));
-    const size_t smem = gemm_smem(geo, 64);
-    const bool ok = dispatch_tiled_type(fmt.type, [&](auto tag) {
-        constexpr GgmlType T = decltype(tag)::value;
-        auto kernel = kernel_gemm_mma<T, 64, true, true>;
-        allow_dynamic_smem(kernel, smem);
-        kernel<<<grid, MMA_THREADS, smem, as_stream(stream)>>>(nullptr, nullptr, 0, cols, geo, x, n_tok, nullptr,
-                                                               static_cast<int>(MatOut::Store), segs);
-    });
-    if (!ok) throw JllmError(std::string("cuda: no tiled GEMM kernel for weight type ") + type_name(fmt.type));
-    JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma (segments)");
-    if (plan.split > 1) {
-        for (int s = 0; s < n_seg; ++s) {
-            launch_splitk_reduce(segs.y[s], plan.split, static_cast<int64_t>(n_tok) * rows[s], y[s], false, stream);
-        }
+        launch_gemm(fmt, w[s], nullptr, rows[s], cols, x, n_tok, y[s], MatOut::Store, stream, work, work_floats);
     }
 }
 

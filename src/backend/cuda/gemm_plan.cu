@@ -1,5 +1,5 @@
 // backend/cuda/gemm_plan.cu — how a GEMM is cut: the token tile and split-K parts of a product
-// (gemm_plan, gemm_plan_multi; gemm_split for both GEMMs' grids) and the work buffer the parts
+// (gemm_plan; gemm_split for both GEMMs' grids) and the work buffer the parts
 // need. The parts are added back in a fixed order by gemm.cu's reduction kernels.
 #include <algorithm>
 #include <cstddef>
@@ -58,15 +58,6 @@ int64_t gemm_row_blocks(int64_t rows, MatOut out) {
 GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats) {
     return plan_grid(gemm_row_blocks(rows, out), static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1),
                      cols, n_tok, work_floats);
-}
-
-GemmPlan gemm_plan_multi(int n_seg, const int64_t* rows, int64_t cols, int n_tok, size_t work_floats) {
-    int64_t row_blocks = 0, all_rows = 0;
-    for (int s = 0; s < n_seg; ++s) {
-        row_blocks += gemm_row_blocks(rows[s], MatOut::Store);
-        all_rows += rows[s];
-    }
-    return plan_grid(row_blocks, static_cast<size_t>(n_tok) * all_rows, cols, n_tok, work_floats);
 }
 
 size_t gemm_work_floats(int n_tok, int64_t rows) {

@@ -1,14 +1,16 @@
-// backend/cuda/gemm_small.cu — the small-batch prefill GEMM on tiled Q4_K/Q6_K
-// (gemm_takes_small), which launch_gemm and launch_gemm_multi (gemm.cu) hand over to.
+// backend/cuda/gemm_small.cu — the prefill GEMM on tiled Q4_K/Q6_K (gemm_takes_small: every batch
+// but a Q6_K SwiGLU product of more than GEMM_SMALL_MAX_TOKENS tokens), which launch_gemm and
+// launch_gemm_multi (gemm.cu) hand over to.
 //
-// Up to GEMM_SMALL_MAX_TOKENS tokens (a turn's prompt) on tiled Q4_K/Q6_K: each warp decodes its
-// weights from the stage straight into mma fragments in registers, so a step needs no A tile, no
-// ldmatrix and no barrier; one barrier per block column (256 columns) publishes the next stage.
-// A block is 8 warps of one m16 tile each (rows g and g + 8: two tiles of 8 rows; SwiGLU: 8 gate
-// rows and the same 8 up rows, so c0/c1 are gate and c2/c3 up sums of one row, as in
-// kernel_gemm_mma), each with all N_TOK n8 tiles of tokens. A stage holds one block column: the
-// activations of every token (fp16, 256 columns) and the block's 16 weight tiles, copied by
-// cp.async while the other stage is computed.
+// Each warp decodes its weights from the stage straight into mma fragments in registers, so a step
+// needs no A tile, no ldmatrix and no barrier; one barrier per block column (256 columns) publishes
+// the next stage. A block is 8 warps of one m16 tile each (rows g and g + 8: two tiles of 8 rows;
+// SwiGLU: 8 gate rows and the same 8 up rows, so c0/c1 are gate and c2/c3 up sums of one row, as
+// in kernel_gemm_mma), each with all N_TOK n8 tiles of its chunk's tokens. A batch goes in chunks
+// of up to GEMM_SMALL_MAX_TOKENS tokens (grid y, as even as whole n8 tiles allow: 65 tokens are
+// two chunks of 40 and 25), every chunk decoding the block's weights again. A stage holds one
+// block column: the chunk's activations (fp16, 256 columns) and the block's 16 weight tiles,
+// copied by cp.async while the other stage is computed.
 // The k order inside a step is free as long as A and B agree: lane (g, c) takes the 4 weights a
 // 32-bit word of its tile row holds (Q4_K: the 32 bytes of sub-blocks 2c and 2c + 1; Q6_K: the ql
 // bytes 32c..32c+31), which are 4 consecutive columns, and reads the same 4 columns of token g as
@@ -92,6 +94,11 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     const bool partial = gridDim.z > 1;
     const int64_t ystride = partial && swiglu ? 2 * rows : rows;
     if (partial) y += static_cast<int64_t>(blockIdx.z) * n_tok * ystride;
+    // Token chunk blockIdx.y: tokens [tok0, tok0 + n_loc) of the batch.
+    const int tok0 = static_cast<int>(blockIdx.y) * N_TOK * 8;
+    const int n_loc = min(N_TOK * 8, n_tok - tok0);
+    x += static_cast<int64_t>(tok0) * cols;
+    y += static_cast<int64_t>(tok0) * ystride;
     const int64_t nb = cols / 256;
     const int64_t kb_first = nb * blockIdx.z / gridDim.z, kb_last = nb * (blockIdx.z + 1) / gridDim.z;
     const int64_t r0 = bx * (swiglu ? MMA_BM / 2 : MMA_BM);
@@ -103,7 +110,7 @@ __global__ void __launch_bounds__(SMALL_THREADS)
         if (kb < kb_last) {
             uint8_t* sb = smem + st * STAGE;
             const uint16_t* xk = x + kb * 256;
-            for (int p = tid; p < n_tok * 64; p += THREADS) {
+            for (int p = tid; p < n_loc * 64; p += THREADS) {
                 const int t = p >> 6, u = p & 63;
                 cp_async8(sb + sg_act_offset(t, u >> 3, u & 7), xk + static_cast<int64_t>(t) * cols + 4 * u);
             }
@@ -318,7 +325,7 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 #pragma unroll
         for (int nt = 0; nt < N_TOK; ++nt) {
             const int64_t r = swiglu ? r0 + warp * 8 * MT + 8 * mt + g : r0 + warp * 16 * MT + 16 * mt + g;
-            store_acc(y, rows, n_tok, ystride, swiglu, partial, out_mode, r, r, nt * 8 + 2 * c, acc[mt][nt]);
+            store_acc(y, rows, n_loc, ystride, swiglu, partial, out_mode, r, r, nt * 8 + 2 * c, acc[mt][nt]);
         }
     }
 }
@@ -329,9 +336,11 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 // SwiGLU product (one segment, w2 its up matrix): the grid, split parts in work, the reductions.
 void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w2, int64_t cols, const uint16_t* x,
                        int n_tok, MatOut out, void* stream, float* work, size_t work_floats) {
-    JLLM_ASSERT(n_tok >= 1 && n_tok <= GEMM_SMALL_MAX_TOKENS && cols % 256 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
+    JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
     JLLM_ASSERT(out != MatOut::SwiGLU || (n_seg == 1 && w2 != nullptr));
-    const int nt = (n_tok + 7) / 8;
+    // Chunks of at most GEMM_SMALL_MAX_TOKENS tokens (grid y), as even as whole n8 tiles allow.
+    const int chunks = (n_tok + GEMM_SMALL_MAX_TOKENS - 1) / GEMM_SMALL_MAX_TOKENS;
+    const int nt = ((n_tok + chunks - 1) / chunks + 7) / 8;
     int64_t blocks = 0, all_rows = 0;
     for (int s = 0; s < n_seg; ++s) {
         JLLM_ASSERT(segs.rows[s] >= 1 && tiles_fit(type, segs.rows[s], cols) && reinterpret_cast<uintptr_t>(segs.w[s]) % 16 == 0);
@@ -351,7 +360,7 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
             const int64_t resident =
                 std::max(1, resident_blocks(reinterpret_cast<const void*>(kernel), SMALL_THREADS, smem));
             const int split =
-                work != nullptr ? gemm_split(blocks, n_kb, static_cast<int64_t>(work_floats / per_split), resident, SMALL_BLOCK_START)
+                work != nullptr ? gemm_split(blocks * chunks, n_kb, static_cast<int64_t>(work_floats / per_split), resident, SMALL_BLOCK_START)
                                 : 1;
             if (split > 1) {
                 int64_t row_off = 0;
@@ -361,7 +370,7 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
                 }
             }
             const int mode = split > 1 && out != MatOut::SwiGLU ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
-            const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(split));
+            const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks), static_cast<unsigned>(split));
             kernel<<<grid, SMALL_THREADS, smem, as_stream(stream)>>>(segs, w2, cols, x, n_tok, mode);
             JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_small");
             if (split == 1) return;
@@ -388,7 +397,11 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
     if (!ok) throw JllmError(std::string("cuda: no small-batch GEMM kernel for weight type ") + type_name(type));
 }
 
-bool gemm_takes_small(WeightFormat fmt, int n_tok) { return fmt.tiled() && n_tok <= GEMM_SMALL_MAX_TOKENS; }
+bool gemm_takes_small(WeightFormat fmt, int n_tok, MatOut out) {
+    // Past one chunk, the Q6_K SwiGLU product (two Q6_K tiles decoded side by side: 128 registers
+    // with spills at 8 token tiles) stays on kernel_gemm_mma, which measured faster there.
+    return fmt.tiled() && (n_tok <= GEMM_SMALL_MAX_TOKENS || fmt.type != GgmlType::Q6_K || out != MatOut::SwiGLU);
+}
 
 }  // namespace cuda
 }  // namespace jllm

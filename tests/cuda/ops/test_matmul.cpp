@@ -215,6 +215,9 @@ TEST(CudaOps, MatmulTiles) {
         run_matmul_case({q, 88, 1024, 50, MatOut::Add, true, true, T}, rng);
         run_matmul_case({q, 256, 768, 17, MatOut::Store, true, false, T}, rng);
         run_matmul_case({q, 40, 1280, 48, MatOut::Store, true, true, T}, rng);
+        // More tokens than one chunk: split parts over several chunks, the last one short.
+        run_matmul_case({q, 72, 2048, 131, MatOut::Add, true, true, T}, rng);
+        run_matmul_case({q, 40, 2048, 100, MatOut::SwiGLU, true, true, T}, rng);
     }
 }
 
