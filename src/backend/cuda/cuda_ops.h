@@ -113,21 +113,21 @@ struct GemmPlan {
 };
 GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats);
 // Up to GEMM_MAX_SEG matrices of one format and width sharing the input (Q, K, V): y_i = W_i x
-// (Store). Tiled Q4_K/Q6_K run as one grid of the small-batch kernel (the segments' row blocks
+// (Store). Tiled Q4_K/Q6_K run as one grid of kernel_gemm_small (the segments' row blocks
 // side by side; split parts reduced per segment); other formats a launch_gemm per matrix.
 constexpr int GEMM_MAX_SEG = 3;
 void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, int64_t cols,
                        const uint16_t* x, int n_tok, float* const* y, void* stream, float* work = nullptr,
                        size_t work_floats = 0);
 // On tiled Q4_K/Q6_K (gemm_takes_small: every batch but a Q6_K SwiGLU product of more than
-// GEMM_SMALL_MAX_TOKENS tokens), launch_gemm(_multi) takes a kernel that decodes the weights into
-// the mma fragments in registers, in chunks of up to GEMM_SMALL_MAX_TOKENS tokens (grid y), with
+// GEMM_SMALL_CHUNK tokens), launch_gemm(_multi) takes a kernel that decodes the weights into
+// the mma fragments in registers, in chunks of up to GEMM_SMALL_CHUNK tokens (grid y), with
 // half2 arithmetic: each weight is
 // fp16(q * fp16(d * sc) - fp16(dmin * m)) (Q6_K: fp16((q - 32) * fp16(d * sc))), one rounding of
 // the exact value, where gemm_f16_ref has fp16(d * sc * q - dmin * m); its twin is
 // gemm_small_ref. (A warp whose weights could leave fp16's range, which no quantizer produces from
 // a real model, takes gemm_f16_ref's saturated values.)
-constexpr int GEMM_SMALL_MAX_TOKENS = 64;
+constexpr int GEMM_SMALL_CHUNK = 64;
 bool gemm_takes_small(WeightFormat fmt, int n_tok, MatOut out);
 // x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16.
 void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
@@ -142,7 +142,7 @@ void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows
                    size_t work_floats = 0);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
-// Twin of the small-batch GEMM (gemm_takes_small): its weights, activations rounded to fp16, fp64 sums.
+// Twin of the register-decoding GEMM (gemm_takes_small): its weights, activations rounded to fp16, fp64 sums.
 void gemm_small_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                     int n_tok, float* y, MatOut out);
 // Twin of launch_gemm: dequantized weights and activations rounded to fp16 as the kernel does,

@@ -437,7 +437,7 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
         launch_gemm_small(fmt.type, n_seg, segs, nullptr, cols, x, n_tok, MatOut::Store, stream, work, work_floats);
         return;
     }
-    // Untiled formats: a launch per matrix (tiled ones take the small-batch kernel's one grid above).
+    // Untiled formats: a launch per matrix (tiled ones take kernel_gemm_small's one grid above).
     for (int s = 0; s < n_seg; ++s) {
         launch_gemm(fmt, w[s], nullptr, rows[s], cols, x, n_tok, y[s], MatOut::Store, stream, work, work_floats);
     }

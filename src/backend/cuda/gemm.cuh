@@ -1,4 +1,4 @@
-// backend/cuda/gemm.cuh — what the prefill GEMM (gemm.cu) and the small-batch GEMM
+// backend/cuda/gemm.cuh — what the prefill GEMM (gemm.cu) and the register-decoding GEMM on tiles
 // (gemm_small.cu) share: the row block and column step, the segments of a multi-matrix grid, the
 // epilogue that stores one mma accumulator, the split-K plan (gemm_plan.cu) and the ordered
 // reduction of the split parts (gemm.cu).
@@ -25,7 +25,7 @@ struct GemmSegs {
     int64_t rows[GEMM_MAX_SEG];
     int64_t block_end[GEMM_MAX_SEG];  // row blocks of segments 0..s together
 };
-static_assert(GEMM_MAX_SEG == 3, "kernel_gemm_mma selects among three segments");
+static_assert(GEMM_MAX_SEG == 3, "kernel_gemm_small selects among three segments");
 
 // One mma accumulator's four values into y ([n_tok][rows]; a split part: [n_tok][ystride]): c0, c1
 // are tokens n, n + 1 of row r_lo, c2, c3 the same tokens of row r_lo + 8. SwiGLU: c0/c1 the gate
@@ -81,7 +81,7 @@ void launch_splitk_reduce(const float* work, int split, int64_t n, float* y, boo
 // [split][n_tok][2 * rows] (gate | up) in work, added in order.
 void launch_splitk_reduce_swiglu(const float* work, int split, int n_tok, int64_t rows, float* y, void* stream);
 
-// The small-batch product of n_seg segments (segs: weights, outputs, rows; block_end unset) or a
+// The register-decoding product of n_seg segments (segs: weights, outputs, rows; block_end unset) or a
 // SwiGLU product (one segment, w2 its up matrix): the grid, split parts in work, the reductions.
 void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w2, int64_t cols, const uint16_t* x,
                        int n_tok, MatOut out, void* stream, float* work, size_t work_floats);

@@ -18,20 +18,6 @@ constexpr int GEMM_TARGET_BLOCKS = 264;
 // A block's start (its first group staged with nothing to overlap), in column steps.
 constexpr int64_t GEMM_BLOCK_START_STEPS = 2;
 
-// The plan of a grid of row_blocks row blocks whose split parts take per_split work floats each.
-GemmPlan plan_grid(int64_t row_blocks, size_t per_split, int64_t cols, int n_tok, size_t work_floats) {
-    GemmPlan plan;
-    // 128-token tiles only when they still give every SM two blocks (so that kernel never splits).
-    plan.bn = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS ? 128 : 64;
-    const int64_t blocks = row_blocks * ((n_tok + plan.bn - 1) / plan.bn);
-    // Split the column steps when the grid is small (few rows, few tokens).
-    plan.split = blocks < GEMM_TARGET_BLOCKS
-                     ? gemm_split(blocks, (cols + MMA_BK - 1) / MMA_BK, static_cast<int64_t>(work_floats / per_split),
-                                  GEMM_TARGET_BLOCKS, GEMM_BLOCK_START_STEPS)
-                     : 1;
-    return plan;
-}
-
 }  // namespace
 
 // The split-K parts for a grid of `blocks` blocks over `steps` steps (column steps of a block), at
@@ -56,8 +42,18 @@ int64_t gemm_row_blocks(int64_t rows, MatOut out) {
 }
 
 GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t work_floats) {
-    return plan_grid(gemm_row_blocks(rows, out), static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1),
-                     cols, n_tok, work_floats);
+    const int64_t row_blocks = gemm_row_blocks(rows, out);
+    const size_t per_split = static_cast<size_t>(n_tok) * rows * (out == MatOut::SwiGLU ? 2 : 1);
+    GemmPlan plan;
+    // 128-token tiles only when they still give every SM two blocks (so that kernel never splits).
+    plan.bn = n_tok > 64 && row_blocks * ((n_tok + 127) / 128) >= GEMM_TARGET_BLOCKS ? 128 : 64;
+    const int64_t blocks = row_blocks * ((n_tok + plan.bn - 1) / plan.bn);
+    // Split the column steps when the grid is small (few rows, few tokens).
+    plan.split = blocks < GEMM_TARGET_BLOCKS
+                     ? gemm_split(blocks, (cols + MMA_BK - 1) / MMA_BK, static_cast<int64_t>(work_floats / per_split),
+                                  GEMM_TARGET_BLOCKS, GEMM_BLOCK_START_STEPS)
+                     : 1;
+    return plan;
 }
 
 size_t gemm_work_floats(int n_tok, int64_t rows) {

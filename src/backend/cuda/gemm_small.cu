@@ -1,5 +1,5 @@
 // backend/cuda/gemm_small.cu — the prefill GEMM on tiled Q4_K/Q6_K (gemm_takes_small: every batch
-// but a Q6_K SwiGLU product of more than GEMM_SMALL_MAX_TOKENS tokens), which launch_gemm and
+// but a Q6_K SwiGLU product of more than GEMM_SMALL_CHUNK tokens), which launch_gemm and
 // launch_gemm_multi (gemm.cu) hand over to.
 //
 // Each warp decodes its weights from the stage straight into mma fragments in registers, so a step
@@ -7,7 +7,7 @@
 // the next stage. A block is 8 warps of one m16 tile each (rows g and g + 8: two tiles of 8 rows;
 // SwiGLU: 8 gate rows and the same 8 up rows, so c0/c1 are gate and c2/c3 up sums of one row, as
 // in kernel_gemm_mma), each with all N_TOK n8 tiles of its chunk's tokens. A batch goes in chunks
-// of up to GEMM_SMALL_MAX_TOKENS tokens (grid y, as even as whole n8 tiles allow: 65 tokens are
+// of up to GEMM_SMALL_CHUNK tokens (grid y, as even as whole n8 tiles allow: 65 tokens are
 // two chunks of 40 and 25), every chunk decoding the block's weights again. A stage holds one
 // block column: the chunk's activations (fp16, 256 columns) and the block's 16 weight tiles,
 // copied by cp.async while the other stage is computed.
@@ -332,14 +332,14 @@ __global__ void __launch_bounds__(SMALL_THREADS)
 
 }  // namespace
 
-// The small-batch product of n_seg segments (segs: weights, outputs, rows; block_end unset) or a
+// The register-decoding product of n_seg segments (segs: weights, outputs, rows; block_end unset) or a
 // SwiGLU product (one segment, w2 its up matrix): the grid, split parts in work, the reductions.
 void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w2, int64_t cols, const uint16_t* x,
                        int n_tok, MatOut out, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
     JLLM_ASSERT(out != MatOut::SwiGLU || (n_seg == 1 && w2 != nullptr));
-    // Chunks of at most GEMM_SMALL_MAX_TOKENS tokens (grid y), as even as whole n8 tiles allow.
-    const int chunks = (n_tok + GEMM_SMALL_MAX_TOKENS - 1) / GEMM_SMALL_MAX_TOKENS;
+    // Chunks of at most GEMM_SMALL_CHUNK tokens (grid y), as even as whole n8 tiles allow.
+    const int chunks = (n_tok + GEMM_SMALL_CHUNK - 1) / GEMM_SMALL_CHUNK;
     const int nt = ((n_tok + chunks - 1) / chunks + 7) / 8;
     int64_t blocks = 0, all_rows = 0;
     for (int s = 0; s < n_seg; ++s) {
@@ -394,13 +394,13 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
             default: run(kernel_gemm_small<T, 8>, small_stage_bytes<T, 8>()); break;
         }
     });
-    if (!ok) throw JllmError(std::string("cuda: no small-batch GEMM kernel for weight type ") + type_name(type));
+    if (!ok) throw JllmError(std::string("cuda: no register-decoding GEMM kernel for weight type ") + type_name(type));
 }
 
 bool gemm_takes_small(WeightFormat fmt, int n_tok, MatOut out) {
     // Past one chunk, the Q6_K SwiGLU product (two Q6_K tiles decoded side by side: 128 registers
     // with spills at 8 token tiles) stays on kernel_gemm_mma, which measured faster there.
-    return fmt.tiled() && (n_tok <= GEMM_SMALL_MAX_TOKENS || fmt.type != GgmlType::Q6_K || out != MatOut::SwiGLU);
+    return fmt.tiled() && (n_tok <= GEMM_SMALL_CHUNK || fmt.type != GgmlType::Q6_K || out != MatOut::SwiGLU);
 }
 
 }  // namespace cuda

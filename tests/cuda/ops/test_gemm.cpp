@@ -1,6 +1,6 @@
 // tests/cuda/ops/test_gemm.cpp — the GEMM's parts: its launch plan (split-K, token tile) on the
 // host, the tiled Q4_K/Q6_K layout and the GEMM's staged copy of a tile decoded on the host, the
-// small-batch kernel's half2 weight decoder, Q/K/V in one grid (launch_gemm_multi), and the fp16
+// register-decoding kernel's half2 weight decoder, Q/K/V in one grid (launch_gemm_multi), and the fp16
 // conversion of its input. Outputs are poisoned before each launch.
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ using cuda::MatOut;
 // test_matmul.cpp's GEMM, 1e-4 * sum_i |w_i x_i| + 1e-6 (fp32 accumulation in any order against an
 // fp64 sum of the same weights and activations rounded to fp16).
 constexpr ProductBound PRODUCT = {1e-4, 1e-6, 1.1};
-// The small-batch decoder's weights: bit for bit, except a warp whose weights could leave fp16's
+// The register-decoding kernel's weights: bit for bit, except a warp whose weights could leave fp16's
 // range: the fallback's fp32 value may round to fp16 one step away from the twin's (an fma
 // against a multiply and a subtraction): one fp16 step there, relative.
 constexpr float SATURATED_REL = 1e-3f;
@@ -130,7 +130,7 @@ TEST(CudaOps, TilesDecodeAsTheFileLayoutOnHost) {
     }
 }
 
-// The small-batch GEMM's half2 decoder against its twin bit for bit in the weights: one row of
+// The register-decoding GEMM's half2 decoder against its twin bit for bit in the weights: one row of
 // ones in the activations' place picks single weights out (token t: a unit vector at column
 // 8t + t % 8), so the outputs are the weights as the kernel formed them. And a warp whose weights
 // could leave fp16's range (block scales of 1000) takes gemm_f16_ref's saturated values instead.

@@ -23,7 +23,7 @@ using cuda::MatOut;
 // ---- error bounds (every tolerance of this file's tests)
 // GEMV and GEMM (op_test_util.h's ProductBound): 1e-4 * sum_i |w_i x_i| + 1e-6, fp32 accumulation
 // in any order against an fp64 sum of the same dequantized weights (for the tensor-core GEMM,
-// weights and activations rounded to fp16 on both sides, gemm_f16_ref; for its small-batch kernel
+// weights and activations rounded to fp16 on both sides, gemm_f16_ref; for its register-decoding kernel
 // on tiled Q4_K/Q6_K, the weights its half2 decoder forms, gemm_small_ref); the SwiGLU epilogue
 // with silu's slope, at most 1.1.
 constexpr ProductBound PRODUCT = {1e-4, 1e-6, 1.1};
@@ -64,7 +64,7 @@ void run_matmul_case(const MatCase& c, std::mt19937& rng) {
     // Reference: g = W x and u = W2 x separately (for the bound), then the epilogue. The GEMM
     // multiplies fp16-rounded weights and activations (its twin rounds the same way).
     const cuda::WeightFormat fmt(c.type, c.layout);
-    // (The small-batch GEMM forms its weights in half2 arithmetic: gemm_ref picks its twin.)
+    // (The register-decoding GEMM forms its weights in half2 arithmetic: gemm_ref picks its twin.)
     auto ref_fn = [&](const std::vector<uint8_t>& m, const uint8_t* m2, float* out, MatOut o) {
         if (c.gemm) cuda::gemm_ref(fmt, m.data(), m2, c.rows, c.cols, x.data(), c.n_tok, out, o);
         else cuda::matmul_ref(c.type, m.data(), m2, c.rows, c.cols, x.data(), c.n_tok, out, o);
@@ -206,7 +206,7 @@ TEST(CudaOps, MatmulTiles) {
         run_matmul_case({q, 136, 256, 129, MatOut::Add, true, false, T}, rng);
         run_matmul_case({q, 200, 2048, 33, MatOut::Add, true, true, T}, rng);
         run_matmul_case({q, 104, 2048, 40, MatOut::SwiGLU, true, true, T}, rng);
-        // The small-batch kernel (up to 64 tokens): every token-tile count, rows ending inside a
+        // The register-decoding kernel, one chunk (up to 64 tokens): every token-tile count, rows ending inside a
         // warp's and a block's rows, split parts.
         run_matmul_case({q, 8, 256, 57, MatOut::Store, true, false, T}, rng);
         run_matmul_case({q, 136, 768, 24, MatOut::SwiGLU, true, false, T}, rng);
