@@ -3,22 +3,26 @@
 //
 // A block serves FA_ROWS = 128 query rows: HB query heads of one KV group (the largest of 8, 4,
 // 2, 1 dividing the group) times 128 / HB tokens, with 8 warps of 16 rows (one head, 16 tokens)
-// each, so every K/V tile is copied and converted once for all the heads that share it. A warp's
-// Q rows (rounded to fp16) stay in registers as mma A fragments. Keys come in tiles of FA_BK = 64,
-// as fp16 in shared memory (INT8 values are exact in fp16; their per-position scales are applied
-// outside the products: the K scale to the scores, the V scale to the probabilities).
-// S = Q K^T by mma.sync m16n8k16, scaled into log2 units and causally masked in registers (the
-// mask only on tiles past a row's last key), an online softmax in base 2 keeps each row's running
-// max m and sum l (the output rescaled only when a max grew), and P (rounded to fp16, times the V
-// scales) is fed straight from the score registers as the A operand of O += P V (V read with
-// ldmatrix.trans).
+// each, so every K/V tile is copied (and INT8's V converted) once for all the heads that share
+// it. Keys come in tiles of FA_BK = 64.
+// S = Q K^T, a warp's Q rows held in registers as mma A fragments:
+//   FP16: Q rounded to fp16, K as cached, mma.sync m16n8k16 (fp32 sums);
+//   INT8: each Q row (one token's head) quantized to int8 at max |q| / 127, K's cached bytes read
+//   by ldmatrix where they landed (16-byte units permuted by the key row against bank
+//   conflicts), mma.sync m16n8k32 (exact int32 sums), times the row's and the key's scales.
+// The scores are scaled into log2 units and causally masked in registers (the mask only on tiles
+// past a row's last key), an online softmax in base 2 keeps each row's running max m and sum l
+// (the output rescaled only when a max grew), and P (rounded to fp16; INT8: times the V scales)
+// is fed straight from the score registers as the A operand of O += P V (V as fp16, INT8's
+// converted exactly, read with ldmatrix.trans).
 // Pipeline, one barrier per key tile: FP16 copies tile i + 1 (cp.async) while tile i is scored;
-// INT8 has tile i + 2's bytes in flight and converts tile i + 1 to fp16 in the same interval.
+// INT8 has tile i + 2's bytes in flight and converts tile i + 1's V to fp16 in the same interval.
 // Where the grid would leave SMs idle (a short prefill at depth), the keys are split across blocks
 // (grid z, attention_mma_split): each split leaves its rows' O, m and l in the work buffer and
 // attention.cu's combine merges them, as for a split decode.
-// Numerics: Q and P rounded to fp16, V and K exact, exponentials by ex2.approx, sums in fp32;
-// the op test bounds the difference from the exact twin attention_ref.
+// Numerics: Q rounded to fp16 (INT8: to int8 per row) and P to fp16, V and K exact,
+// exponentials by ex2.approx, sums in fp32; the op test bounds the difference from the exact twin
+// attention_ref on the rounded queries.
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -40,21 +44,38 @@ __host__ __device__ constexpr int fa_lds() {
     return HD + 8;  // shared row stride in halves: 16-byte aligned rows, ldmatrix without conflicts
 }
 
-// Shared memory: two fp16 tiles (K [FA_BK][LDS], then V), the second holding Q at the start;
-// INT8 also two stages of the cached bytes (K [FA_BK][HD], then V) and two tiles' scales.
+// Shared memory. FP16: two stages of fp16 tiles (K [FA_BK][LDS], then V), the second holding Q at
+// the start. INT8: two fp16 V tiles, three stages of the cached K bytes ([FA_BK][HD], read where
+// they land), two of the V bytes and two tiles' scales.
 template <int HD>
-__host__ __device__ constexpr size_t fa_tile_bytes() {
-    return 2 * static_cast<size_t>(FA_BK) * fa_lds<HD>() * sizeof(__half);
-}
-template <int HD>
-__host__ __device__ constexpr size_t fa_raw_bytes() {
-    return 2 * static_cast<size_t>(FA_BK) * HD;
+__host__ __device__ constexpr size_t fa_half_tile_bytes() {
+    return static_cast<size_t>(FA_BK) * fa_lds<HD>() * sizeof(__half);
 }
 template <bool INT8, int HD>
 size_t fa_smem_bytes() {
-    return 2 * fa_tile_bytes<HD>() + (INT8 ? 2 * fa_raw_bytes<HD>() + 4 * FA_BK * sizeof(float) : 0);
+    return INT8 ? 2 * fa_half_tile_bytes<HD>() + 5 * static_cast<size_t>(FA_BK) * HD + 4 * FA_BK * sizeof(float)
+                : 4 * fa_half_tile_bytes<HD>();
 }
-static_assert(FA_ROWS <= 2 * FA_BK, "Q's rows fit one fp16 tile's K and V");
+
+// The 16-byte unit where unit c of key row j sits in a K stage (INT8): permuted by the row, so
+// that the 8 rows of one ldmatrix matrix fall in 8 different bank groups.
+template <int HD>
+__device__ __forceinline__ int fa_kunit(int j, int c) {
+    return HD == 128 ? c ^ (j & 7) : c ^ ((j >> 1) & 3);
+}
+
+// An int32 below 2^22 in magnitude as a float, exactly (an integer add and a float add; the
+// conversion instruction runs at a quarter of the rate).
+__device__ __forceinline__ float small_int_to_float(int v) {
+    return __int_as_float(0x4B400000 + v) - 12582912.0f;
+}
+
+// Four ints in -127..127 as the bytes of a word (the first lowest).
+__device__ __forceinline__ uint32_t pack_s8x4(int a, int b, int c, int d) {
+    return (static_cast<uint32_t>(a) & 0xFFu) | (static_cast<uint32_t>(b) & 0xFFu) << 8 |
+           (static_cast<uint32_t>(c) & 0xFFu) << 16 | static_cast<uint32_t>(d) << 24;
+}
+static_assert(FA_ROWS <= 2 * FA_BK, "Q's rows fit one fp16 stage's K and V");
 
 // 2^x (ex2.approx.ftz: results below 2^-126 flush to 0, far under a half's resolution of P).
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -89,11 +110,14 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
     constexpr int ROW_BYTES = HD * (INT8 ? 1 : 2);
     constexpr int UNITS = ROW_BYTES / 16;  // 16-byte units per cached head vector
     extern __shared__ __align__(16) uint8_t fa_smem[];
-    auto tile_k = [&](int st) { return reinterpret_cast<__half*>(fa_smem + st * fa_tile_bytes<HD>()); };
-    auto tile_v = [&](int st) { return tile_k(st) + FA_BK * LDS; };
-    uint8_t* raw = fa_smem + 2 * fa_tile_bytes<HD>();                                 // INT8: [2][K, V]
-    float* scl = reinterpret_cast<float*>(raw + (INT8 ? 2 * fa_raw_bytes<HD>() : 0));  // INT8: [2][ks, vs][FA_BK]
-    __half* qs = tile_k(1);  // Q's stage: read into registers before any copy lands there
+    // FP16: stage st's fp16 K and V tiles; INT8: V's only.
+    auto tile_k = [&](int st) { return reinterpret_cast<__half*>(fa_smem + 2 * st * fa_half_tile_bytes<HD>()); };
+    auto tile_v = [&](int st) {
+        return INT8 ? reinterpret_cast<__half*>(fa_smem + st * fa_half_tile_bytes<HD>()) : tile_k(st) + FA_BK * LDS;
+    };
+    uint8_t* raw = fa_smem + 2 * fa_half_tile_bytes<HD>();        // INT8: [3] K stages, [2] V stages
+    float* scl = reinterpret_cast<float*>(raw + 5 * FA_BK * HD);  // INT8: [2][ks, vs][FA_BK]
+    __half* qs = tile_k(1);  // FP16: Q's stage, read into registers before any copy lands there
 
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int h = blockIdx.x * HB + warp % HB, hk = blockIdx.x * HB / (p.n_head / p.n_head_kv);
@@ -116,7 +140,7 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
         const int kb = (i0 + i) * FA_BK;
         for (int u = tid; u < FA_BK * UNITS; u += THREADS) {
             const int j = u / UNITS, c = u % UNITS;
-            uint8_t* d0 = dk + j * stride + c * 16;
+            uint8_t* d0 = dk + j * stride + (INT8 ? fa_kunit<HD>(j, c) : c) * 16;
             uint8_t* d1 = dv + j * stride + c * 16;
             if (kb + j < kv_end) {
                 const int64_t off = (static_cast<int64_t>(kb + j) * p.n_head_kv + hk) * ROW_BYTES + c * 16;
@@ -137,53 +161,89 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
             }
         }
     };
-    auto raw_k = [&](int st) { return raw + st * fa_raw_bytes<HD>(); };
-    auto issue_tile = [&](int i) {  // into stage i % 2 (INT8: the raw stage)
+    // INT8: tile i's cached K bytes (stage i % 3: scored from there while tiles i + 1 and i + 2
+    // arrive) and V bytes (stage i % 2: converted one tile ahead).
+    auto raw_k = [&](int i) { return raw + (i % 3) * FA_BK * HD; };
+    auto raw_v = [&](int i) { return raw + (3 + (i & 1)) * FA_BK * HD; };
+    auto issue_tile = [&](int i) {  // into stage i % 2 (INT8: the raw stages)
         const int st = i & 1;
-        if constexpr (INT8) issue(i, raw_k(st), raw_k(st) + FA_BK * HD, HD);
+        if constexpr (INT8) issue(i, raw_k(i), raw_v(i), HD);
         else issue(i, reinterpret_cast<uint8_t*>(tile_k(st)), reinterpret_cast<uint8_t*>(tile_v(st)), LDS * 2);
     };
-    // INT8: tile i's scales (from the registers issue() filled) and its bytes as fp16 (exact) into
-    // stage i % 2.
+    // INT8: tile i's scales (from the registers issue() filled) and its V bytes as fp16 (exact)
+    // into stage i % 2, 8 bytes a thread: consecutive threads write consecutive 16-byte units.
     auto convert_tile = [&](int i) {
         const int st = i & 1;
         if (tid < FA_BK) {
             scl[(2 * st) * FA_BK + tid] = nks * scale;
             scl[(2 * st + 1) * FA_BK + tid] = nvs;
         }
-        const uint8_t* src[2] = {raw_k(st), raw_k(st) + FA_BK * HD};
-        __half* dst[2] = {tile_k(st), tile_v(st)};
-#pragma unroll
-        for (int kv = 0; kv < 2; ++kv) {
-            for (int u = tid; u < FA_BK * UNITS; u += THREADS) {
-                const int j = u / UNITS, c = u % UNITS;
-                const uint4 w = *reinterpret_cast<const uint4*>(src[kv] + j * HD + c * 16);
-                uint4 a, b;
-                i8x4_to_half2x2(w.x, a.x, a.y);
-                i8x4_to_half2x2(w.y, a.z, a.w);
-                i8x4_to_half2x2(w.z, b.x, b.y);
-                i8x4_to_half2x2(w.w, b.z, b.w);
-                uint4* d = reinterpret_cast<uint4*>(dst[kv] + j * LDS + c * 16);
-                d[0] = a;
-                d[1] = b;
-            }
+        const uint8_t* src = raw_v(i);
+        __half* dst = tile_v(st);
+        for (int u = tid; u < FA_BK * (HD / 8); u += THREADS) {
+            const int j = u / (HD / 8), c = u % (HD / 8);
+            const uint2 w = *reinterpret_cast<const uint2*>(src + j * HD + c * 8);
+            uint4 a;
+            i8x4_to_half2x2(w.x, a.x, a.y);
+            i8x4_to_half2x2(w.y, a.z, a.w);
+            *reinterpret_cast<uint4*>(dst + j * LDS + c * 8) = a;
         }
     };
 
     if (n_tiles > 0) issue_tile(0);
-    // ---- Q (fp16) of every warp: row r of the stage is row r % 16 of the warp's tile r / 16
-    for (int i = tid; i < FA_ROWS * (HD / 4); i += THREADS) {
-        const int r = i / (HD / 4), c4 = i % (HD / 4);
-        const int w = r / 16, t = t0 + 16 * (w / HB) + r % 16, hq = blockIdx.x * HB + w % HB;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.n_head + hq) * HD + 4 * c4);
-        *reinterpret_cast<uint2*>(qs + r * LDS + 4 * c4) = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+    uint32_t qa[INT8 ? 1 : KD][4];        // the warp's A fragments: FP16 one per k16 step (fp16) ...
+    uint32_t qa8[INT8 ? HD / 32 : 1][4];  // ... INT8 one per k32 step (int8)
+    float qsc[2] = {1.0f, 1.0f};          // INT8: rows g and g + 8's query scales
+    if constexpr (INT8) {
+        // ---- the warp's Q rows g and g + 8 straight into m16n8k32 A fragments: columns 4c..4c + 3
+        // and 16 + 4c.. of each 32, as int8 of the row's scale max |q| / 127
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int t = tw + g + 8 * r;
+            float4 v[HD / 32][2];
+            float amax = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 32; ++kk) {
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    v[kk][hf] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (t < p.n_tok)
+                        v[kk][hf] = *reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.n_head + h) * HD +
+                                                                     32 * kk + 16 * hf + 2 * q2);
+                    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[kk][hf].x), fabsf(v[kk][hf].y)),
+                                             fmaxf(fabsf(v[kk][hf].z), fabsf(v[kk][hf].w))));
+                }
+            }
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            qsc[r] = amax / 127.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 32; ++kk) {
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const float4 x = v[kk][hf];
+                    qa8[kk][r + 2 * hf] = pack_s8x4(__float2int_rn(x.x * inv), __float2int_rn(x.y * inv),
+                                                    __float2int_rn(x.z * inv), __float2int_rn(x.w * inv));
+                }
+            }
+        }
+    } else {
+        // ---- Q (fp16) of every warp: row r of the stage is row r % 16 of the warp's tile r / 16
+        for (int i = tid; i < FA_ROWS * (HD / 4); i += THREADS) {
+            const int r = i / (HD / 4), c4 = i % (HD / 4);
+            const int w = r / 16, t = t0 + 16 * (w / HB) + r % 16, hq = blockIdx.x * HB + w % HB;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.n_head + hq) * HD + 4 * c4);
+            *reinterpret_cast<uint2*>(qs + r * LDS + 4 * c4) = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+        }
     }
     if constexpr (INT8) cp_async_wait<0>();
     __syncthreads();
-    uint32_t qa[KD][4];  // the warp's A fragments, one per k16 step
+    if constexpr (!INT8) {
 #pragma unroll
-    for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qa[kk], qs + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+        for (int kk = 0; kk < KD; ++kk) ldmatrix_x4(qa[kk], qs + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+    }
     if constexpr (INT8) {
         if (n_tiles > 0) convert_tile(0);
         if (n_tiles > 1) issue_tile(1);
@@ -217,23 +277,47 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
             if (i + 1 < n_tiles) issue_tile(i + 1);  // the stage tile i - 1 left
         }
         if (warp_idle || kb > warp_last_key) continue;  // warp-uniform: nothing this warp sees
-        const __half* Ks = tile_k(st);
         const __half* Vs = tile_v(st);
         const float* ksc = scl + (2 * st) * FA_BK;
         const float* vsc = ksc + FA_BK;
 
         // ---- S = Q K^T (16 rows x 64 keys per tile)
         float s[N_TOK][4];
+        if constexpr (INT8) {
+            // int8 Q times the int8 K where it landed: matrix lane / 8 of an ldmatrix is keys + 8
+            // (lane / 16) and the 16-byte unit 2 kk + (lane / 8) % 2 (a k32 step's two halves)
+            const uint8_t* Kr = raw_k(i);
+            int si[N_TOK][4];
 #pragma unroll
-        for (int j = 0; j < N_TOK; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+            for (int j = 0; j < N_TOK; ++j) si[j][0] = si[j][1] = si[j][2] = si[j][3] = 0;
 #pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
+            for (int kk = 0; kk < HD / 32; ++kk) {
 #pragma unroll
-            for (int np = 0; np < N_TOK / 2; ++np) {
-                uint32_t b[4];
-                ldmatrix_x4(b, Ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
-                mma_16816(s[2 * np], qa[kk], b[0], b[1]);
-                mma_16816(s[2 * np + 1], qa[kk], b[2], b[3]);
+                for (int np = 0; np < N_TOK / 2; ++np) {
+                    const int key = np * 16 + ((lane >> 4) << 3) + (lane & 7), unit = 2 * kk + ((lane >> 3) & 1);
+                    uint32_t b[4];
+                    ldmatrix_x4(b, Kr + key * HD + 16 * fa_kunit<HD>(key, unit));
+                    mma_16832_s8(si[2 * np], qa8[kk], b[0], b[1]);
+                    mma_16832_s8(si[2 * np + 1], qa8[kk], b[2], b[3]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < N_TOK; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[j][e] = small_int_to_float(si[j][e]) * qsc[e >> 1];
+        } else {
+            const __half* Ks = tile_k(st);
+#pragma unroll
+            for (int j = 0; j < N_TOK; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KD; ++kk) {
+#pragma unroll
+                for (int np = 0; np < N_TOK / 2; ++np) {
+                    uint32_t b[4];
+                    ldmatrix_x4(b, Ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
+                    mma_16816(s[2 * np], qa[kk], b[0], b[1]);
+                    mma_16816(s[2 * np + 1], qa[kk], b[2], b[3]);
+                }
             }
         }
         // ---- scale (log2 domain), mask, online softmax (row r: elements 2r, 2r + 1 of each n8
@@ -366,6 +450,8 @@ void launch_fa_heads(const AttentionParams& p, const MmaSplit& sp, cudaStream_t 
 }
 
 }  // namespace
+
+bool attention_mma_int8_queries(const AttentionParams& p) { return p.kv_type == KvType::Int8; }
 
 bool attention_mma_supported(const AttentionParams& p) {
     return p.n_tok > 1 && !p.decode_rows && p.pos_dev == nullptr && (p.head_dim == 64 || p.head_dim == 128);

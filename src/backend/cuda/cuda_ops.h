@@ -347,8 +347,12 @@ DecodeHeads attention_decode_heads(int group, int n_head, int n_split, int sms, 
 size_t attention_work_floats(int n_tok, int n_head, int head_dim, int max_split);
 void launch_attention(const AttentionParams& p, void* stream);
 // Prefill (n_tok > 1, position on the host, not decode_rows) with head_dim 64 or 128 runs on tensor cores
-// (attention_mma.cu: Q and P rounded to fp16, sums in fp32) unless AttnChoice::kernel is Simt.
+// (attention_mma.cu: Q rounded to fp16, or to int8 per row over the INT8 cache, P to fp16, sums in
+// fp32) unless AttnChoice::kernel is Simt.
 bool attention_mma_supported(const AttentionParams& p);
+// Whether that prefill scores K in int8 (the INT8 cache): each query row (one token's head)
+// quantized to int8 at max |q| / 127, round to nearest even, m16n8k32 int8 products.
+bool attention_mma_int8_queries(const AttentionParams& p);
 // Decode over the INT8 or FP16 cache with head_dim 128 or 256 scores and sums V on tensor cores (Q
 // and the probabilities rounded to fp16, sums in fp32), unless AttnChoice::kernel is Simt.
 bool attention_decode_tensor_cores(const AttentionParams& p);

@@ -1,5 +1,6 @@
 // backend/cuda/mma.cuh — the tensor-core building blocks shared by the prefill GEMM and the
-// prefill attention: ldmatrix fragment loads and mma.sync m16n8k16 (fp16 inputs, fp32 sums).
+// prefill attention: ldmatrix fragment loads, mma.sync m16n8k16 (fp16 inputs, fp32 sums) and
+// m16n8k32 (int8 inputs, int32 sums).
 // sm_80-class instructions only, so the same code runs on SM 8.7 (Orin) and 9.0.
 #pragma once
 
@@ -34,6 +35,15 @@ __device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t 
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c (16x8, s32) += a (16x32, s8, row) * b (32x8, s8, col).
+__device__ __forceinline__ void mma_16832_s8(int* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 

@@ -125,10 +125,21 @@ void run_attn_case(const AttnCase& c, const cuda::AttnChoice& choice, std::mt199
     p.choice = choice;
     cuda::AttentionParams hp = p;
     point_attention(hp, q.data(), ref.data(), kc.data(), vc.data(), ks.data(), vs.data());
-    // The tensor-core prefill's queries as it rounds them (fp16): its reference (it takes the
-    // prefill's path when p, as launched below, is supported).
+    // The tensor-core prefill's queries as it rounds them (fp16; over the INT8 cache int8 per row at
+    // max |q| / 127): its reference (it takes the prefill's path when p, as launched below, is
+    // supported).
     std::vector<float> q16(q.size()), ref16(q.size());
-    for (size_t i = 0; i < q.size(); ++i) q16[i] = to_f32(to_half(q[i]));
+    if (cuda::attention_mma_int8_queries(p)) {
+        for (size_t r = 0; r < q.size() / static_cast<size_t>(hd); ++r) {
+            const float* x = q.data() + r * hd;
+            float amax = 0.0f;
+            for (int d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(x[d]));
+            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            for (int d = 0; d < hd; ++d) q16[r * hd + d] = std::nearbyint(x[d] * inv) * (amax / 127.0f);
+        }
+    } else {
+        for (size_t i = 0; i < q.size(); ++i) q16[i] = to_f32(to_half(q[i]));
+    }
     cuda::AttentionParams hp16 = hp;
     point_attention(hp16, q16.data(), ref16.data(), kc.data(), vc.data(), ks.data(), vs.data());
 
