@@ -246,7 +246,7 @@ gate() {  # LABEL VALUE OP LIMIT
     awk -v l="$1" -v v="$2" -v op="$3" -v g="$4" 'BEGIN {
         if (v == "") { printf "- %s: not measured (gate %s %s)\n", l, op, g; exit }
         ok = (op == ">=") ? (v >= g) : (v <= g)
-        printf "- %s: " (v < 100 ? "%.2f" : "%.1f") " (gate %s %s): %s\n", l, v, op, g, ok ? "met" : "NOT met" }'
+        printf "- %s: " (v < 10 ? "%.3f" : v < 100 ? "%.2f" : "%.1f") " (gate %s %s): %s\n", l, v, op, g, ok ? "met" : "NOT met" }'
 }
 tg0=$(json_field "$outdir/bench-qwen3-4b.json" tg128 tps_median)
 tgd=$(json_field "$outdir/bench-qwen3-4b-d4096.json" "tg128 @ d4096" tps_median)
@@ -300,9 +300,11 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     echo
     echo "## Issue-38 gates (qwen3-4b q4_k_m; ratios only where llama.cpp ran in this call)"
     echo
-    peer_ratio() {  # OURS.json PEER.jsonl TEST: ours / llama.cpp's, or nothing
+    peer_ratio() {  # OURS.json PEER.jsonl TEST: ours / llama.cpp's (3 decimals: the table's 2 would round a gate up), or nothing
         [[ -s "$1" && -s "$2" ]] || return 0
-        python3 scripts/gpu/peer_rows.py m k "$1" "$2" | awk -F'|' -v t=" $3 " '$3 == t { r = $7; gsub(/[ x]/, "", r); if (r != "—") print r }'
+        python3 scripts/gpu/peer_rows.py m k "$1" "$2" | awk -F'|' -v t=" $3 " '$3 == t {
+            o = $5; p = $6; gsub(/[ ,]/, "", o); gsub(/[ ,]/, "", p)
+            if (p != "—" && p + 0 > 0) printf "%.3f\n", o / p }'
     }
     gate "pp512 @ d16384, INT8 vs q8_0, x llama.cpp" "$(peer_ratio "$outdir/depth-int8.json" "$outdir/peer-depth-int8.jsonl" "pp512 @ d16384")" ">=" 1.3
     gate "pp512 @ d4096, INT8 vs q8_0, x llama.cpp" "$(peer_ratio "$outdir/depth-int8.json" "$outdir/peer-depth-int8.jsonl" "pp512 @ d4096")" ">=" 1.3
