@@ -45,8 +45,8 @@ constexpr int MMA_LDS = MMA_BK + 8;  // shared row stride in halves (144 bytes: 
 // decodes from there: DRAM latency overlaps the previous group's tensor-core work instead of
 // stalling every step. A row's slot is `slot` bytes (the group's bytes rounded up to 16, plus 16
 // when groups are not 16-byte aligned); the group starts at (address % 16) within it, so the
-// decoders see the alignment they would see in global memory. Tiled Q4_K/Q6_K (TILED): a group
-// is one block column, so the block's 128 rows are 16 whole tiles of contiguous bytes; 16
+// decoders see the alignment they would see in global memory. Tiled Q6_K (TILED; tiled Q4_K never
+// comes here and is not compiled): a group is one block column, so the block's 128 rows are 16 whole tiles of contiguous bytes; 16
 // threads copy each, its 16-byte units permuted as TileFmt::staged_unit says (a row's units
 // spread over the banks), and tile_chunk<T, true> decodes them (slot = tile bytes / 8).
 __host__ __device__ constexpr int group_steps(GgmlType t) {
@@ -408,8 +408,13 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
     const bool ok = dispatch_format(type, fmt.tiled(), [&](auto tag, auto tiled) {
         constexpr GgmlType T = decltype(tag)::value;
         constexpr bool TILED = decltype(tiled)::value;
-        if (wide) launch(kernel_gemm_mma<T, 128, TILED>);
-        else launch(kernel_gemm_mma<T, 64, TILED>);
+        if constexpr (TILED && T != GgmlType::Q6_K) {
+            // Tiled Q4_K takes kernel_gemm_small at every batch (gemm_takes_small): not compiled here.
+            JLLM_ASSERT_MSG(false, "cuda: tiled Q4_K reached the dequantizing GEMM");
+        } else {
+            if (wide) launch(kernel_gemm_mma<T, 128, TILED>);
+            else launch(kernel_gemm_mma<T, 64, TILED>);
+        }
     });
     if (!ok) throw JllmError(std::string("cuda: no GEMM kernel for weight type ") + type_name(type));
     JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_mma");
