@@ -65,7 +65,7 @@ __device__ __forceinline__ int fa_kunit(int j, int c) {
 }
 
 // An int32 below 2^22 in magnitude as a float, exactly (an integer add and a float add; the
-// conversion instruction runs at a quarter of the rate).
+// conversion instruction runs at a quarter of the rate). A score's sum is at most 128 x 128 x 128.
 __device__ __forceinline__ float small_int_to_float(int v) {
     return __int_as_float(0x4B400000 + v) - 12582912.0f;
 }
@@ -102,6 +102,7 @@ template <bool INT8, int HD, int HB>
 __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(AttentionParams p, int per_split) {
     constexpr int WARPS = FA_ROWS / 16, THREADS = WARPS * WARP;
     static_assert(WARPS % HB == 0, "a block's warps cover its heads");
+    static_assert(HD * 128 * 128 < (1 << 22), "an int8 score converts exactly (small_int_to_float)");
     constexpr int LDS = fa_lds<HD>();
     constexpr int KD = HD / 16;       // k16 steps over the head dimension
     constexpr int DT = HD / 8;        // n8 tiles of the output
@@ -132,9 +133,9 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
     const uint8_t* kc = static_cast<const uint8_t*>(p.k_cache);
     const uint8_t* vc = static_cast<const uint8_t*>(p.v_cache);
 
-    // The split's tile i (keys from (i0 + i) * FA_BK; stages by i % 2): its cached K/V rows into
-    // (dk, dv) rows of `stride` bytes with cp.async (missing keys: zeros, finite for P V where P is
-    // 0); INT8: its scales into registers.
+    // The split's tile i (keys from (i0 + i) * FA_BK; its stages: issue_tile): its cached K/V rows
+    // into (dk, dv) rows of `stride` bytes with cp.async (missing keys: zeros, finite for P V where P
+    // is 0); INT8: its scales into registers.
     float nks = 1.0f, nvs = 1.0f;
     auto issue = [&](int i, uint8_t* dk, uint8_t* dv, int stride) {
         const int kb = (i0 + i) * FA_BK;
