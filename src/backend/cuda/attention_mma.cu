@@ -201,16 +201,15 @@ __global__ void __launch_bounds__(FA_ROWS / 16 * WARP, 1) kernel_attention_mma(A
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int t = tw + g + 8 * r;
+            const float* qrow = p.q + (static_cast<int64_t>(t) * p.n_head + h) * HD + 2 * q2;
             float4 v[HD / 32][2];
             float amax = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < HD / 32; ++kk) {
 #pragma unroll
                 for (int hf = 0; hf < 2; ++hf) {
-                    v[kk][hf] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    if (t < p.n_tok)
-                        v[kk][hf] = *reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.n_head + h) * HD +
-                                                                     32 * kk + 16 * hf + 2 * q2);
+                    v[kk][hf] = t < p.n_tok ? *reinterpret_cast<const float4*>(qrow + 32 * kk + 16 * hf)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                     amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[kk][hf].x), fabsf(v[kk][hf].y)),
                                              fmaxf(fabsf(v[kk][hf].z), fabsf(v[kk][hf].w))));
                 }

@@ -142,7 +142,8 @@ void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows
                    size_t work_floats = 0);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
-// Twin of the register-decoding GEMM (gemm_takes_small): its weights, activations rounded to fp16, fp64 sums.
+// Twin of the register-decoding GEMM (gemm_takes_small): its weights, activations rounded to fp16,
+// fp64 sums.
 void gemm_small_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                     int n_tok, float* y, MatOut out);
 // Twin of launch_gemm: dequantized weights and activations rounded to fp16 as the kernel does,

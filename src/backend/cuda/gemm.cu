@@ -46,9 +46,10 @@ constexpr int MMA_LDS = MMA_BK + 8;  // shared row stride in halves (144 bytes: 
 // stalling every step. A row's slot is `slot` bytes (the group's bytes rounded up to 16, plus 16
 // when groups are not 16-byte aligned); the group starts at (address % 16) within it, so the
 // decoders see the alignment they would see in global memory. Tiled Q6_K (TILED; tiled Q4_K never
-// comes here and is not compiled): a group is one block column, so the block's 128 rows are 16 whole tiles of contiguous bytes; 16
-// threads copy each, its 16-byte units permuted as TileFmt::staged_unit says (a row's units
-// spread over the banks), and tile_chunk<T, true> decodes them (slot = tile bytes / 8).
+// comes here and is not compiled): a group is one block column, so the block's 128 rows are 16
+// whole tiles of contiguous bytes; 16 threads copy each, its 16-byte units permuted as
+// TileFmt::staged_unit says (a row's units spread over the banks), and tile_chunk<T, true> decodes
+// them (slot = tile bytes / 8).
 __host__ __device__ constexpr int group_steps(GgmlType t) {
     return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ? 1 : 4;
 }

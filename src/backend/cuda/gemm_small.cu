@@ -359,9 +359,9 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
             const int64_t n_kb = cols / 256;
             const int64_t resident =
                 std::max(1, resident_blocks(reinterpret_cast<const void*>(kernel), SMALL_THREADS, smem));
-            const int split =
-                work != nullptr ? gemm_split(blocks * chunks, n_kb, static_cast<int64_t>(work_floats / per_split), resident, SMALL_BLOCK_START)
-                                : 1;
+            const int split = work != nullptr ? gemm_split(blocks * chunks, n_kb, static_cast<int64_t>(work_floats / per_split),
+                                                           resident, SMALL_BLOCK_START)
+                                              : 1;
             if (split > 1) {
                 int64_t row_off = 0;
                 for (int s = 0; s < n_seg; ++s) {

@@ -206,8 +206,8 @@ TEST(CudaOps, MatmulTiles) {
         run_matmul_case({q, 136, 256, 129, MatOut::Add, true, false, T}, rng);
         run_matmul_case({q, 200, 2048, 33, MatOut::Add, true, true, T}, rng);
         run_matmul_case({q, 104, 2048, 40, MatOut::SwiGLU, true, true, T}, rng);
-        // The register-decoding kernel, one chunk (up to 64 tokens): every token-tile count, rows ending inside a
-        // warp's and a block's rows, split parts.
+        // The register-decoding kernel, one chunk (up to 64 tokens): every token-tile count, rows
+        // ending inside a warp's and a block's rows, split parts.
         run_matmul_case({q, 8, 256, 57, MatOut::Store, true, false, T}, rng);
         run_matmul_case({q, 136, 768, 24, MatOut::SwiGLU, true, false, T}, rng);
         run_matmul_case({q, 168, 512, 12, MatOut::Add, true, true, T}, rng);
