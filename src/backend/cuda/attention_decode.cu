@@ -100,9 +100,11 @@ struct GroupedSimt {
         }
     }
 
-    // The warp's keys of this chunk (n_keys in the chunk, at least key 32 warp).
-    __device__ void chunk(const int8_t* ks, const int8_t* vs, const float* ksc, const float* vsc, const float* q_s,
-                          void* p_area, int warp, int n_keys, float inv_sqrt, int lane) {
+    // The warp's keys of this chunk (n_keys in the chunk, at least key 32 warp): their scores, the
+    // online softmax and the probabilities into p_area (K rows and scales landed), then
+    // values(): their V rows into the accumulators.
+    __device__ void scores(const int8_t* ks, const float* ksc, const float* vsc, const float* q_s, void* p_area,
+                           int warp, int n_keys, float inv_sqrt, int lane) {
         float* p_s = static_cast<float*>(p_area);
         // Scores of key j against the G heads: two partial sums per head (shorter chains).
         const int j = WARP * warp + lane;
@@ -154,7 +156,11 @@ struct GroupedSimt {
             for (int d = 0; d < DPL; ++d) acc[g][d] *= corr;
             pw[g] = pr * vscale;
         }
-        __syncwarp();
+    }
+
+    __device__ void values(const int8_t* vs, const void* p_area, int warp, int n_keys, int lane) {
+        const float* p_s = static_cast<const float*>(p_area);
+        __syncwarp();  // the probabilities (and the V rows) of the warp's lanes
         // V: lane owns dims lane * DPL ..; key by key, weights of the G heads as broadcasts.
         const int nj = min(WARP, n_keys - WARP * warp);
         const int8_t* vbase = vs + (WARP * warp) * RS + lane * DPL;
@@ -274,8 +280,8 @@ struct GroupedMma {
         qsc[1] = __shfl_sync(0xffffffffu, amax, 8 * (t & 1) + 4);
     }
 
-    __device__ void chunk(const int8_t* ks, const int8_t* vs, const float* ksc, const float* vsc,
-                          const float* /*q_s*/, void* p_area, int warp, int n_keys, float inv_sqrt, int lane) {
+    __device__ void scores(const int8_t* ks, const float* ksc, const float* vsc, const float* /*q_s*/, void* p_area,
+                           int warp, int n_keys, float inv_sqrt, int lane) {
         const int g = lane >> 2, t = lane & 3, j0 = WARP * warp;
         const int n_warps = blockDim.x / WARP;
         uint16_t* p16 = static_cast<uint16_t*>(p_area);  // [G][chunk]: head h, warp w at (h n_warps + w) 32
@@ -387,7 +393,13 @@ struct GroupedMma {
             acc[i][2] *= f[0];
             acc[i][3] *= f[1];
         }
-        __syncwarp();
+    }
+
+    __device__ void values(const int8_t* vs, const void* p_area, int warp, int /*n_keys*/, int lane) {
+        const int g = lane >> 2, t = lane & 3, j0 = WARP * warp;
+        const int n_warps = blockDim.x / WARP;
+        const uint16_t* p16 = static_cast<const uint16_t*>(p_area);
+        __syncwarp();  // the probabilities (and the V rows) of the warp's lanes
         // V, two steps of 16 keys.
         const uint16_t* pb = p16 + (min(g, G - 1) * n_warps + warp) * WARP + 4 * t;
 #pragma unroll
@@ -498,6 +510,7 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
     if constexpr (!POST) {
         const float* qg = p.q + (static_cast<int64_t>(t) * p.n_head + h0) * HD;
         for (int u = threadIdx.x; u < G * HD / 4; u += blockDim.x) cp_async16(q_s + 4 * u, qg + 4 * u);
+        if constexpr (F16) cp_async_commit();  // the queries' group, before the first chunk's K and V
     }
     const int pos_first = p.pos_dev ? *p.pos_dev : p.pos0;  // the first query's position (the new rows')
     p.pos0 = pos_first + t;
@@ -539,27 +552,49 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
     for (int base = k_begin; base < k_end; base += chunk) {
         const int n_keys = min(chunk, k_end - base);
         __syncthreads();  // the previous chunk is consumed (and q_s is written, first time)
+        // The FP16 cache: each warp copies its own keys' rows, K then V in two groups, and scores
+        // its keys as soon as its K rows have landed, while its V rows (and the other warps' rows)
+        // are still in flight (2026-12-06, H100: tg128 @ d4096 +1.3%, @ d16384 +3%). The INT8
+        // cache keeps one block-wide copy in one group: either part of that measured 2-4% slower
+        // there (docs/gpu_speed_notes.md, row 140).
+        constexpr bool OWN = F16;
         {
-            // Thread x copies unit x % UNITS of rows x / UNITS, + rpr, ... (blockDim is a multiple
-            // of UNITS): the source steps by rpr positions.
-            const int rpr = blockDim.x / UNITS, c = threadIdx.x % UNITS;
+            // OWN: warp w copies rows 32 w .. 32 w + 31 (lane: unit lane % UNITS of rows lane /
+            // UNITS, + rpr, ..). Else thread x copies unit x % UNITS of rows x / UNITS, + rpr, ...
+            // (blockDim is a multiple of UNITS). The source steps by rpr positions.
+            static_assert(WARP % UNITS == 0, "whole rows per warp pass");
+            const int rpr = OWN ? WARP / UNITS : blockDim.x / UNITS;
+            const int c = threadIdx.x % UNITS;
+            const int j_first = OWN ? WARP * warp + lane / UNITS : threadIdx.x / UNITS;
+            const int j_end = OWN ? min(n_keys, WARP * (warp + 1)) : n_keys;
+            const int j_zero = OWN ? (WARP * warp < n_keys ? WARP * (warp + 1) : 0) : chunk;
             const int64_t step = static_cast<int64_t>(rpr) * p.n_head_kv * UNITS * 16;
-            int j = threadIdx.x / UNITS;
-            int64_t off = (static_cast<int64_t>(base + j) * p.n_head_kv + hk) * UNITS * 16 + c * 16;
-            for (; j < n_keys; j += rpr, off += step) {
-                const int at = j * RS + State::unit_at(j, c) * 16;
-                cp_async16(ks + at, kc + off);
-                cp_async16(vs + at, vc + off);
+            const int64_t off0 = (static_cast<int64_t>(base + j_first) * p.n_head_kv + hk) * UNITS * 16 + c * 16;
+            int j = j_first;
+            int64_t off = off0;
+            if constexpr (OWN) {
+                for (; j < j_end; j += rpr, off += step) cp_async16(ks + j * RS + State::unit_at(j, c) * 16, kc + off);
+                cp_async_commit();
+                j = j_first;
+                off = off0;
+                for (; j < j_end; j += rpr, off += step) cp_async16(vs + j * RS + State::unit_at(j, c) * 16, vc + off);
+            } else {
+                for (; j < j_end; j += rpr, off += step) {
+                    const int at = j * RS + State::unit_at(j, c) * 16;
+                    cp_async16(ks + at, kc + off);
+                    cp_async16(vs + at, vc + off);
+                }
             }
             // FP16: a partial chunk's V rows past its keys as zeros. Their probabilities are 0, but
             // what an earlier kernel left in shared memory may be NaN or infinity as fp16, and
             // 0 x NaN is NaN in the sums (any byte is a finite int8).
             if constexpr (F16) {
-                for (; j < chunk; j += rpr) *reinterpret_cast<uint4*>(vs + j * RS + State::unit_at(j, c) * 16) = uint4{};
+                for (; j < j_zero; j += rpr) *reinterpret_cast<uint4*>(vs + j * RS + State::unit_at(j, c) * 16) = uint4{};
             }
+            if constexpr (OWN) cp_async_commit();
         }
-        // One key's scales per thread (a chunk is blockDim keys), stored after the queries'
-        // fragments are made: their loads are in flight meanwhile.
+        // One key's scales per thread (a chunk is blockDim keys: thread x's key is one of its
+        // warp's), stored after the queries' fragments are made: their loads are in flight meanwhile.
         const bool has_key = !F16 && static_cast<int>(threadIdx.x) < n_keys;
         Half kraw{}, vraw{};
         if (has_key) {
@@ -576,13 +611,31 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
             ksc[threadIdx.x] = ldh(kraw);
             vsc[threadIdx.x] = ldh(vraw);
         }
-        cp_async_wait_all();  // this chunk's K/V (and the queries, first time)
-        __syncthreads();
-        if constexpr (MMA && !POST) {
-            if (base == k_begin) st.load_q(q_s, lane);
+        const bool keys = WARP * warp < n_keys;  // some key of this chunk for this warp (warp-uniform)
+        if constexpr (OWN) {
+            if constexpr (!POST) {
+                if (base == k_begin) {  // the queries (every thread copied some): their group only
+                    cp_async_wait<2>();
+                    __syncthreads();
+                    if constexpr (MMA) st.load_q(q_s, lane);
+                }
+            }
+            if (!keys) continue;
+            cp_async_wait<1>();  // this warp's K rows (its lanes' copies)
+            __syncwarp();        // ... published to the warp
+            st.scores(ks, ksc, vsc, q_s, p_area, warp, n_keys, inv_sqrt, lane);
+            cp_async_wait<0>();  // its V rows (values() starts at a __syncwarp)
+            st.values(vs, p_area, warp, n_keys, lane);
+        } else {
+            cp_async_wait_all();  // this chunk's K/V (and the queries, first time)
+            __syncthreads();
+            if constexpr (MMA && !POST) {
+                if (base == k_begin) st.load_q(q_s, lane);
+            }
+            if (!keys) continue;
+            st.scores(ks, ksc, vsc, q_s, p_area, warp, n_keys, inv_sqrt, lane);
+            st.values(vs, p_area, warp, n_keys, lane);
         }
-        if (WARP * warp >= n_keys) continue;  // no key of this chunk for this warp (warp-uniform)
-        st.chunk(ks, vs, ksc, vsc, q_s, p_area, warp, n_keys, inv_sqrt, lane);
     }
 
     // Merge the warps' (m, l, acc) per head through shared memory (the K/V area, now free).
