@@ -570,26 +570,26 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
             const int j_zero = OWN ? (WARP * warp < n_keys ? WARP * (warp + 1) : 0) : chunk;
             const int64_t step = static_cast<int64_t>(rpr) * p.n_head_kv * UNITS * 16;
             const int64_t off0 = (static_cast<int64_t>(base + j_first) * p.n_head_kv + hk) * UNITS * 16 + c * 16;
+            auto at = [c](int row) { return row * RS + State::unit_at(row, c) * 16; };  // unit c of a row
             int j = j_first;
             int64_t off = off0;
             if constexpr (OWN) {
-                for (; j < j_end; j += rpr, off += step) cp_async16(ks + j * RS + State::unit_at(j, c) * 16, kc + off);
+                for (; j < j_end; j += rpr, off += step) cp_async16(ks + at(j), kc + off);
                 cp_async_commit();
                 j = j_first;
                 off = off0;
-                for (; j < j_end; j += rpr, off += step) cp_async16(vs + j * RS + State::unit_at(j, c) * 16, vc + off);
+                for (; j < j_end; j += rpr, off += step) cp_async16(vs + at(j), vc + off);
             } else {
                 for (; j < j_end; j += rpr, off += step) {
-                    const int at = j * RS + State::unit_at(j, c) * 16;
-                    cp_async16(ks + at, kc + off);
-                    cp_async16(vs + at, vc + off);
+                    cp_async16(ks + at(j), kc + off);
+                    cp_async16(vs + at(j), vc + off);
                 }
             }
             // FP16: a partial chunk's V rows past its keys as zeros. Their probabilities are 0, but
             // what an earlier kernel left in shared memory may be NaN or infinity as fp16, and
             // 0 x NaN is NaN in the sums (any byte is a finite int8).
             if constexpr (F16) {
-                for (; j < j_zero; j += rpr) *reinterpret_cast<uint4*>(vs + j * RS + State::unit_at(j, c) * 16) = uint4{};
+                for (; j < j_zero; j += rpr) *reinterpret_cast<uint4*>(vs + at(j)) = uint4{};
             }
             if constexpr (OWN) cp_async_commit();
         }
@@ -612,30 +612,28 @@ __global__ void __launch_bounds__(GROUPED_MAX_WARPS * WARP)
             vsc[threadIdx.x] = ldh(vraw);
         }
         const bool keys = WARP * warp < n_keys;  // some key of this chunk for this warp (warp-uniform)
+        // The queries, first time without the post (every thread copied some): OWN waits for
+        // their group only; else the whole chunk with them.
         if constexpr (OWN) {
-            if constexpr (!POST) {
-                if (base == k_begin) {  // the queries (every thread copied some): their group only
-                    cp_async_wait<2>();
-                    __syncthreads();
-                    if constexpr (MMA) st.load_q(q_s, lane);
-                }
+            if (!POST && base == k_begin) {
+                cp_async_wait<2>();
+                __syncthreads();
             }
-            if (!keys) continue;
+        } else {
+            cp_async_wait_all();
+            __syncthreads();
+        }
+        if constexpr (MMA && !POST) {
+            if (base == k_begin) st.load_q(q_s, lane);
+        }
+        if (!keys) continue;
+        if constexpr (OWN) {
             cp_async_wait<1>();  // this warp's K rows (its lanes' copies)
             __syncwarp();        // ... published to the warp
-            st.scores(ks, ksc, vsc, q_s, p_area, warp, n_keys, inv_sqrt, lane);
-            cp_async_wait<0>();  // its V rows (values() starts at a __syncwarp)
-            st.values(vs, p_area, warp, n_keys, lane);
-        } else {
-            cp_async_wait_all();  // this chunk's K/V (and the queries, first time)
-            __syncthreads();
-            if constexpr (MMA && !POST) {
-                if (base == k_begin) st.load_q(q_s, lane);
-            }
-            if (!keys) continue;
-            st.scores(ks, ksc, vsc, q_s, p_area, warp, n_keys, inv_sqrt, lane);
-            st.values(vs, p_area, warp, n_keys, lane);
         }
+        st.scores(ks, ksc, vsc, q_s, p_area, warp, n_keys, inv_sqrt, lane);
+        if constexpr (OWN) cp_async_wait<0>();  // its V rows (values() starts at a __syncwarp)
+        st.values(vs, p_area, warp, n_keys, lane);
     }
 
     // Merge the warps' (m, l, acc) per head through shared memory (the K/V area, now free).
