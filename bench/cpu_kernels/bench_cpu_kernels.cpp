@@ -201,6 +201,11 @@ void matmul_args(benchmark::internal::Benchmark* b) {
     // Q5_0: Qwen2.5-0.5B's gate/up (n_embd 896, n_ff 4864), decode and prefill
     for (int64_t n_tok : {1, 8, 33, 512})
         for (int threads : {1, 2}) b->Args({static_cast<int64_t>(GgmlType::Q5_0), 896, 4864, n_tok, threads});
+    // Speculative decoding's verification batches (2-5 tokens) on Qwen2.5-1.5B's gate/up
+    // (n_embd 1536, n_ff 8960): where the few-token dot products hand over to the gemm path.
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+        for (int64_t n_tok : {1, 2, 3, 4, 5})
+            for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), 1536, 8960, n_tok, threads});
     b->ArgNames({"type", "n_in", "n_out", "n_tok", "thr"});
 }
 

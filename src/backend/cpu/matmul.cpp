@@ -22,6 +22,7 @@ struct Segment {
     int64_t n_out;
     int64_t row0;        // first global row index of this weight
     const QuantGemm* gemm;  // the many-token path, used when the job has packed activations
+    const QuantDotPacked* dot_packed;  // dot over the job's dot_act instead, where it has them
 };
 
 struct MatmulJob {
@@ -33,6 +34,9 @@ struct MatmulJob {
     int64_t n_tokens;
     const char* packed = nullptr;  // [n_tokens][packed_row_bytes] for the gemm path, or nullptr
     size_t packed_row_bytes = 0;
+    // [n_tokens][dot_act_row_bytes]: the rows packed for the segments' dot_packed, or nullptr
+    const char* dot_act = nullptr;
+    size_t dot_act_row_bytes = 0;
     // One segment's rows as runs [runs[2i], runs[2i + 1]), in order; the job's row indices count
     // the rows of the runs only. Empty: every row.
     std::vector<int64_t> runs;
@@ -68,14 +72,18 @@ void run_rows(const MatmulJob& job, const Segment& s, int64_t r0, int64_t r1) {
         run_rows_gemm(job, s, r0, r1);
         return;
     }
+    const bool packed = s.dot_packed != nullptr && job.dot_act != nullptr;
+    const VecDotFn dot = packed ? s.dot_packed->vec_dot : s.dot;
+    const char* act = packed ? job.dot_act : job.act;
+    const size_t arb = packed ? job.dot_act_row_bytes : job.act_row_bytes;
     float out[VEC_DOT_MAX_ACT];
     for (int64_t t0 = 0; t0 < job.n_tokens; t0 += TOKEN_TILE) {
         const int64_t t1 = std::min(job.n_tokens, t0 + TOKEN_TILE);
         for (int64_t tg = t0; tg < t1; tg += VEC_DOT_MAX_ACT) {
             const int n_act = static_cast<int>(std::min<int64_t>(VEC_DOT_MAX_ACT, t1 - tg));
-            const char* a = job.act + tg * job.act_row_bytes;
+            const char* a = act + tg * arb;
             for (int64_t r = r0; r < r1; r++) {
-                s.dot(job.n_in, s.w + r * s.w_row_bytes, a, job.act_row_bytes, n_act, out);
+                dot(job.n_in, s.w + r * s.w_row_bytes, a, arb, n_act, out);
                 for (int t = 0; t < n_act; t++) s.y[(tg + t) * s.n_out + r] = out[t];
             }
         }
@@ -110,7 +118,8 @@ void execute(ThreadPool& pool, const MatmulJob& job, int64_t total_rows) {
 
 // Quantizes the input rows into scratch ([n_tokens][row bytes]); where the weights have a gemm
 // path and the batch is large enough for it, also packs every row for it (after the quantized
-// rows, 64-byte aligned) and sets job->packed.
+// rows, 64-byte aligned) and sets job->packed; else, where k has a packed dot product, packs them
+// for that and sets job->dot_act.
 void quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, void* scratch, size_t scratch_bytes,
                     MatmulJob* job) {
     const int64_t n_in = job->n_in, n_tokens = job->n_tokens;
@@ -123,32 +132,41 @@ void quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, v
     char* act = static_cast<char*>(scratch);  // [n_tokens][rb]
     const size_t act_total = rb * static_cast<size_t>(n_tokens);
     JLLM_ASSERT_MSG(scratch_bytes >= act_total, "matmul scratch too small");
-    char* packed = nullptr;
+    // The one packing this batch takes: the gemm path's, or the packed dot product's.
+    void (*pack)(int64_t, const void*, void*) = nullptr;
     size_t pb = 0;
     if (k.gemm != nullptr && n_tokens >= k.gemm->min_tokens) {
+        pack = k.gemm->pack_act;
         pb = k.gemm->act_bytes(n_in);
-        packed = align64(act + act_total);
-        JLLM_ASSERT_MSG(static_cast<size_t>(packed - act) + pb * static_cast<size_t>(n_tokens) <= scratch_bytes,
-                        "matmul scratch too small for the packed activations");
+    } else if (k.packed != nullptr) {
+        pack = k.packed->pack_act;
+        pb = k.packed->act_bytes(n_in);
     }
+    char* packed = pack != nullptr ? align64(act + act_total) : nullptr;
+    JLLM_ASSERT_MSG(packed == nullptr ||
+                        static_cast<size_t>(packed - act) + pb * static_cast<size_t>(n_tokens) <= scratch_bytes,
+                    "matmul scratch too small for the packed activations");
     if (n_tokens == 1) {
         k.quantize_act(x, act, n_in);
-        if (packed != nullptr) k.gemm->pack_act(n_in, act, packed);
+        if (packed != nullptr) pack(n_in, act, packed);
     } else {
         pool.parallel_for(
             n_tokens,
             [&](int64_t b, int64_t e, int) {
                 for (int64_t t = b; t < e; t++) {
                     k.quantize_act(x + t * n_in, act + t * rb, n_in);
-                    if (packed != nullptr) k.gemm->pack_act(n_in, act + t * rb, packed + t * pb);
+                    if (packed != nullptr) pack(n_in, act + t * rb, packed + t * pb);
                 }
             },
             std::max<int64_t>(1, n_tokens / (2 * pool.n_threads())));
     }
     job->act_row_bytes = rb;
     job->act = act;
-    job->packed = packed;
-    job->packed_row_bytes = pb;
+    const bool gemm = packed != nullptr && pack == k.gemm->pack_act;
+    job->packed = gemm ? packed : nullptr;
+    job->packed_row_bytes = gemm ? pb : 0;
+    job->dot_act = gemm ? nullptr : packed;
+    job->dot_act_row_bytes = gemm ? 0 : pb;
 }
 
 void check_weight(const MatmulWeight& w, const QuantDotKernel* k) {
@@ -163,13 +181,15 @@ size_t matmul_scratch_size(GgmlType w_type, int64_t n_in, int64_t n_tokens) {
     const QuantDotKernel* k = quant_dot_kernel(w_type, SimdLevel::Scalar);
     if (k == nullptr || k->act_type == GgmlType::F32) return 0;
     const size_t act = static_cast<size_t>(n_in / k->act_block) * k->act_block_bytes * static_cast<size_t>(n_tokens);
-    // Room for the gemm path's packed rows at any level this CPU runs (they follow the quantized
-    // rows at the next 64-byte boundary).
+    // Room for the packed rows (the gemm path's or the packed dot product's) at any level this CPU
+    // runs (they follow the quantized rows at the next 64-byte boundary).
     size_t packed = 0;
     for (SimdLevel level : {SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon}) {
         const QuantDotKernel* kl = simd_level_supported(level) ? quant_dot_kernel(w_type, level) : nullptr;
         if (kl != nullptr && kl->gemm != nullptr && n_tokens >= kl->gemm->min_tokens) {
             packed = std::max(packed, 64 + kl->gemm->act_bytes(n_in) * static_cast<size_t>(n_tokens));
+        } else if (kl != nullptr && kl->packed != nullptr) {
+            packed = std::max(packed, 64 + kl->packed->act_bytes(n_in) * static_cast<size_t>(n_tokens));
         }
     }
     return act + packed;
@@ -182,7 +202,8 @@ void matmul_cpu(ThreadPool& pool, const MatmulWeight& w, const float* x, int64_t
     if (n_tokens <= 0 || w.n_out <= 0) return;
     MatmulJob job;
     job.n_seg = 1;
-    job.seg[0] = Segment{static_cast<const char*>(w.data), row_size(w.type, w.n_in), k->vec_dot, y, w.n_out, 0, k->gemm};
+    job.seg[0] = Segment{static_cast<const char*>(w.data), row_size(w.type, w.n_in), k->vec_dot, y, w.n_out, 0,
+                         k->gemm, k->packed};
     job.n_in = w.n_in;
     job.n_tokens = n_tokens;
     int64_t total = w.n_out;
@@ -225,8 +246,12 @@ void matmul_multi_cpu(ThreadPool& pool, const MatmulWeight* ws, int n_w, const f
         const QuantGemm* g = k->gemm != nullptr && k0->gemm != nullptr && k->gemm->pack_act == k0->gemm->pack_act
                                  ? k->gemm
                                  : nullptr;
+        // Likewise its packed dot product.
+        const QuantDotPacked* p =
+            k->packed != nullptr && k0->packed != nullptr && k->packed->pack_act == k0->packed->pack_act ? k->packed
+                                                                                                         : nullptr;
         job.seg[i] = Segment{static_cast<const char*>(ws[i].data), row_size(ws[i].type, ws[i].n_in), k->vec_dot,
-                             ys[i], ws[i].n_out, total, g};
+                             ys[i], ws[i].n_out, total, g, p};
         total += ws[i].n_out;
     }
     job.n_in = ws[0].n_in;

@@ -81,8 +81,12 @@ const Tables& tables() {
                 k.act_block_bytes = at.type_size;
                 k.quantize_act = k.act_type == GgmlType::F32 ? nullptr : quantize_at(level, k.act_type);
                 k.vec_dot = vec_dot_at(level, w);
-                // The gemm path belongs to its level's vec_dot (bit-identical with it).
-                if (level == SimdLevel::Avx512 && vec_dot_avx512(w) != nullptr) k.gemm = gemm_avx512(w);
+                // The gemm path and the packed dot product belong to their level's vec_dot (bit-identical
+                // with it).
+                if (level == SimdLevel::Avx512 && vec_dot_avx512(w) != nullptr) {
+                    k.gemm = gemm_avx512(w);
+                    k.packed = packed_avx512(w);
+                }
                 t.k[lv][static_cast<size_t>(w)] = k;
                 t.present[lv][static_cast<size_t>(w)] = true;
             }

@@ -55,6 +55,18 @@ struct QuantGemm {
                 int64_t y_stride) = nullptr;
 };
 
+// The few-token path of a weight type at a SIMD level, where the level has one: the same dot
+// products as vec_dot, bit for bit, over activation rows repacked once per matmul call instead
+// of the quantized rows as stored. Where a level's vec_dot would assemble each block's scales
+// from the quantized rows for every weight row it reads (gathers at the block stride), the
+// packed rows hold them ready.
+struct QuantDotPacked {
+    size_t (*act_bytes)(int64_t n) = nullptr;  // one token's packed row (a multiple of 64 bytes)
+    // One quantized activation row (the kernel's act_type) -> packed (64-byte aligned).
+    void (*pack_act)(int64_t n, const void* act_row, void* packed) = nullptr;
+    VecDotFn vec_dot = nullptr;  // as QuantDotKernel::vec_dot; a: packed rows, a_stride apart
+};
+
 struct QuantDotKernel {
     GgmlType w_type = GgmlType::F32;
     GgmlType act_type = GgmlType::F32;  // F32, Q8_0, Q8_1 or Q8_K
@@ -64,6 +76,7 @@ struct QuantDotKernel {
     QuantizeActFn quantize_act = nullptr;  // nullptr when act_type is F32
     VecDotFn vec_dot = nullptr;
     const QuantGemm* gemm = nullptr;  // nullptr: every batch goes through vec_dot
+    const QuantDotPacked* packed = nullptr;  // nullptr: vec_dot reads the quantized rows
 };
 
 // The kernel for `w_type` at `level`; nullptr when the level is not supported by this CPU or

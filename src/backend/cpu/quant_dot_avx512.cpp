@@ -323,11 +323,18 @@ inline __m512 chunk_accumulate(__m512 acc, __m512i p, __m512 dw, __m512 da, __m5
     return _mm512_fmadd_ps(cw, sa, acc);
 }
 
-template <class F, int NA>
+// Where a dot product's token side comes from. kRows: the quantized rows as stored (vec_dot),
+// each chunk's scales gathered from them for every weight row. kPacked: the rows packed once per
+// matmul call (QuantDotPacked): per chunk the quants in their stored order (block pair i at byte
+// 64 i, zeros past the row's end), then the scales as floats in lane order at the gemm layout's
+// offsets, so a weight row's chunk reads them with aligned loads. The same values either way.
+enum class ActSrc { kRows, kPacked };
+
+template <class F, int NA, ActSrc kSrc>
 void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     using Block = typename F::Block;
     const Block* w = static_cast<const Block*>(wv);
-    const BlockQ8_1* a[NA];
+    const char* a[NA];
     token_rows<NA>(av, as, a);
     __m512 acc[NA];
     for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
@@ -341,9 +348,22 @@ void dot_q_x_q8_1_512(int64_t n, const void* wv, const void* av, size_t as, floa
         q81_wscales<F>(w + b0, nblk, &dw, &cw);
         for (int t = 0; t < NA; t++) {
             __m512i P[8];
-            for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q81_apair(a[t] + b0, i, nblk));
-            const __m512i g = gather_dwords(a[t] + b0, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
-            acc[t] = chunk_accumulate(acc[t], reduce_block_sums(P), dw, halves_lo(g), cw, halves_hi(g));
+            __m512 da, sa;
+            if constexpr (kSrc == ActSrc::kPacked) {
+                const char* ac = a[t] + (b0 / kChunkBlocks) * LayoutQ81::kA;
+                for (int i = 0; i < 8; i++) {
+                    P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], _mm512_load_si512(ac + 64 * i));
+                }
+                da = _mm512_load_ps(ac + kChunkScales);
+                sa = _mm512_load_ps(ac + kChunkOffsets);
+            } else {
+                const BlockQ8_1* ab = reinterpret_cast<const BlockQ8_1*>(a[t]) + b0;
+                for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q81_apair(ab, i, nblk));
+                const __m512i g = gather_dwords(ab, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
+                da = halves_lo(g);
+                sa = halves_hi(g);
+            }
+            acc[t] = chunk_accumulate(acc[t], reduce_block_sums(P), dw, da, cw, sa);
         }
     }
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
@@ -390,6 +410,13 @@ inline void store_chunk_quants(__m512i* x, uint8_t* dst) {
     for (int k = 0; k < 8; k++) _mm512_store_si512(dst + 64 * k, x[k]);
 }
 
+// A packed activation chunk's da and sa (lane order, zeros past nblk) from its Q8_1 blocks.
+inline void q81_store_act_scales(const BlockQ8_1* a, int64_t nblk, uint8_t* dst) {
+    const __m512i g = gather_dwords(a, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
+    _mm512_store_ps(dst + kChunkScales, halves_lo(g));
+    _mm512_store_ps(dst + kChunkOffsets, halves_hi(g));
+}
+
 void q81_pack_act(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_1* a = static_cast<const BlockQ8_1*>(act_row);
     uint8_t* dst = static_cast<uint8_t*>(packed);
@@ -399,9 +426,19 @@ void q81_pack_act(int64_t n, const void* act_row, void* packed) {
         for (int k = 0; k < 8; k++) {
             _mm512_store_si512(dst + 64 * k, gather_dwords(a[b0].qs + 4 * k, static_cast<int>(sizeof(BlockQ8_1)), nblk));
         }
-        const __m512i g = gather_dwords(a + b0, static_cast<int>(sizeof(BlockQ8_1)), nblk);
-        _mm512_store_ps(dst + kChunkScales, halves_lo(g));
-        _mm512_store_ps(dst + kChunkOffsets, halves_hi(g));
+        q81_store_act_scales(a + b0, nblk, dst);
+    }
+}
+
+// One Q8_1 activation row -> the dot product's packed chunks (ActSrc::kPacked).
+void q81_pack_act_dot(int64_t n, const void* act_row, void* packed) {
+    const BlockQ8_1* a = static_cast<const BlockQ8_1*>(act_row);
+    uint8_t* dst = static_cast<uint8_t*>(packed);
+    const int64_t nb = n / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kA) {
+        const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
+        for (int i = 0; i < 8; i++) _mm512_store_si512(dst + 64 * i, q81_apair(a + b0, i, nblk));
+        q81_store_act_scales(a + b0, nblk, dst);
     }
 }
 
@@ -574,6 +611,15 @@ inline Q8KChunk q8k_chunk(const BlockQ8_K* a, int64_t nsb) {
     c.sa_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(hi), c.da);
     return c;
 }
+// The scale vectors of a packed Q8_K chunk (q8k_store_chunk's).
+inline Q8KChunk q8k_load_chunk(const char* pc) {
+    Q8KChunk c;
+    c.da = _mm512_load_ps(pc + kChunkScales);
+    c.sa = _mm512_load_ps(pc + kChunkOffsets);
+    c.sa_lo = _mm512_load_ps(pc + LayoutQ6K::kSa[0]);
+    c.sa_hi = _mm512_load_ps(pc + LayoutQ6K::kSa[1]);
+    return c;
+}
 // Activation block pair i of a chunk (blocks 2i, 2i + 1: 64 consecutive quants).
 inline __m512i q8k_apair(const BlockQ8_K* a, int i, int64_t nsb) {
     return i / 4 < nsb ? loadu512(a[i / 4].qs + 64 * (i % 4)) : _mm512_setzero_si512();
@@ -644,12 +690,14 @@ inline void reduce_half_sums(const __m512i* P, __m512i* lo, __m512i* hi) {
     *hi = _mm512_shuffle_i64x2(s0, s1, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
-// Q4_K / Q6_K (Block) against Q8_K: the chunk arithmetic above, from the rows as stored.
-template <class Block, int NA>
+// Q4_K / Q6_K (Block) against Q8_K: the chunk arithmetic above, from the rows as stored and
+// the activations as kSrc says (the packed chunks: LayoutQ4K's kA with the quants in their
+// stored order).
+template <class Block, int NA, ActSrc kSrc>
 void dot_k_q8_k_512(int64_t n, const void* wv, const void* av, size_t as, float* out) {
     constexpr bool kQ6 = std::is_same_v<Block, BlockQ6_K>;
     const Block* w = static_cast<const Block*>(wv);
-    const BlockQ8_K* a[NA];
+    const char* a[NA];
     token_rows<NA>(av, as, a);
     __m512 acc[NA];
     for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
@@ -666,8 +714,16 @@ void dot_k_q8_k_512(int64_t n, const void* wv, const void* av, size_t as, float*
         }
         for (int t = 0; t < NA; t++) {
             __m512i P[8];
-            for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q8k_apair(a[t] + s0, i, m));
-            const Q8KChunk ac = q8k_chunk(a[t] + s0, m);
+            Q8KChunk ac;
+            if constexpr (kSrc == ActSrc::kPacked) {
+                const char* pc = a[t] + (s0 / 2) * kQ8KChunk;
+                for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], _mm512_load_si512(pc + 64 * i));
+                ac = q8k_load_chunk(pc);
+            } else {
+                const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(a[t]) + s0;
+                for (int i = 0; i < 8; i++) P[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[i], q8k_apair(ab, i, m));
+                ac = q8k_chunk(ab, m);
+            }
             if constexpr (kQ6) {
                 __m512i lo, hi;
                 reduce_half_sums(P, &lo, &hi);
@@ -681,6 +737,27 @@ void dot_k_q8_k_512(int64_t n, const void* wv, const void* av, size_t as, float*
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// A packed Q8_K chunk's scale vectors, after its 512 bytes of quants (the gemm path's chunks and
+// the dot product's alike).
+inline void q8k_store_chunk(const Q8KChunk& c, uint8_t* dst) {
+    _mm512_store_ps(dst + kChunkScales, c.da);
+    _mm512_store_ps(dst + kChunkOffsets, c.sa);
+    _mm512_store_ps(dst + LayoutQ6K::kSa[0], c.sa_lo);
+    _mm512_store_ps(dst + LayoutQ6K::kSa[1], c.sa_hi);
+}
+
+// One Q8_K activation row -> the dot product's packed chunks (ActSrc::kPacked).
+void q8k_pack_act_dot(int64_t n, const void* act_row, void* packed) {
+    const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
+    uint8_t* dst = static_cast<uint8_t*>(packed);
+    const int64_t nsb = n / QK_K;
+    for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += kQ8KChunk) {
+        const int64_t m = nsb - s0 < 2 ? 1 : 2;
+        for (int i = 0; i < 8; i++) _mm512_store_si512(dst + 64 * i, q8k_apair(a + s0, i, m));
+        q8k_store_chunk(q8k_chunk(a + s0, m), dst);
+    }
+}
+
 // One Q8_K activation row -> packed chunks (LayoutQ4K / LayoutQ6K's kA).
 void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
@@ -691,11 +768,7 @@ void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
         __m512i q[8];
         for (int i = 0; i < 8; i++) q[i] = q8k_apair(a + s0, i, m);
         store_chunk_quants(q, dst);
-        const Q8KChunk c = q8k_chunk(a + s0, m);
-        _mm512_store_ps(dst + kChunkScales, c.da);
-        _mm512_store_ps(dst + kChunkOffsets, c.sa);
-        _mm512_store_ps(dst + LayoutQ6K::kSa[0], c.sa_lo);
-        _mm512_store_ps(dst + LayoutQ6K::kSa[1], c.sa_hi);
+        q8k_store_chunk(q8k_chunk(a + s0, m), dst);
     }
 }
 
@@ -736,23 +809,29 @@ constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(5, &q8k_pack_act, &k_pack_r
             FN<NA>(n, w, a, as, o);                                                     \
         }                                                                               \
     };
-#define JLLM_K2(NAME, FN, ARG)                                                          \
+JLLM_K1(KQ5_K_512, dot_q5_k_512)
+JLLM_K1(KQ8_0_512, dot_q8_0_512)
+#define JLLM_KS(NAME, FN, ARG)                                                          \
+    template <ActSrc kSrc>                                                              \
     struct NAME {                                                                       \
         template <int NA>                                                               \
         static void run(int64_t n, const void* w, const void* a, size_t as, float* o) { \
-            FN<ARG, NA>(n, w, a, as, o);                                                \
+            FN<ARG, NA, kSrc>(n, w, a, as, o);                                          \
         }                                                                               \
     };
-JLLM_K1(KQ5_K_512, dot_q5_k_512)
-JLLM_K1(KQ8_0_512, dot_q8_0_512)
-JLLM_K2(KQ4_K_512, dot_k_q8_k_512, BlockQ4_K)
-JLLM_K2(KQ6_K_512, dot_k_q8_k_512, BlockQ6_K)
-JLLM_K2(KQ4_0_512, dot_q_x_q8_1_512, FmtQ4_0)
-JLLM_K2(KQ4_1_512, dot_q_x_q8_1_512, FmtQ4_1)
-JLLM_K2(KQ5_0_512, dot_q_x_q8_1_512, FmtQ5_0)
-JLLM_K2(KQ5_1_512, dot_q_x_q8_1_512, FmtQ5_1)
+JLLM_KS(KQ4_K_512, dot_k_q8_k_512, BlockQ4_K)
+JLLM_KS(KQ6_K_512, dot_k_q8_k_512, BlockQ6_K)
+JLLM_KS(KQ4_0_512, dot_q_x_q8_1_512, FmtQ4_0)
+JLLM_KS(KQ4_1_512, dot_q_x_q8_1_512, FmtQ4_1)
+JLLM_KS(KQ5_0_512, dot_q_x_q8_1_512, FmtQ5_0)
+JLLM_KS(KQ5_1_512, dot_q_x_q8_1_512, FmtQ5_1)
 #undef JLLM_K1
-#undef JLLM_K2
+#undef JLLM_KS
+
+// The dot products over activations packed once per matmul call: kernel K<kPacked>, its chunk
+// bytes and packer.
+template <template <ActSrc> class K, size_t ChunkBytes, void (*Pack)(int64_t, const void*, void*)>
+constexpr QuantDotPacked kPacked{&chunk_bytes<ChunkBytes>, Pack, &by_n_act<K<ActSrc::kPacked>>};
 
 }  // namespace
 
@@ -769,16 +848,16 @@ namespace jllm::cpu_detail {
 
 VecDotFn vec_dot_avx512(GgmlType w_type) {
     switch (w_type) {
-        case GgmlType::Q4_0: return &by_n_act<KQ4_0_512>;
-        case GgmlType::Q4_1: return &by_n_act<KQ4_1_512>;
-        case GgmlType::Q5_0: return &by_n_act<KQ5_0_512>;
-        case GgmlType::Q5_1: return &by_n_act<KQ5_1_512>;
+        case GgmlType::Q4_0: return &by_n_act<KQ4_0_512<ActSrc::kRows>>;
+        case GgmlType::Q4_1: return &by_n_act<KQ4_1_512<ActSrc::kRows>>;
+        case GgmlType::Q5_0: return &by_n_act<KQ5_0_512<ActSrc::kRows>>;
+        case GgmlType::Q5_1: return &by_n_act<KQ5_1_512<ActSrc::kRows>>;
         case GgmlType::Q8_0: return &by_n_act<KQ8_0_512>;
         case GgmlType::Q2_K: return &by_n_act<KQ2_K>;
         case GgmlType::Q3_K: return &by_n_act<KQ3_K>;
-        case GgmlType::Q4_K: return &by_n_act<KQ4_K_512>;
+        case GgmlType::Q4_K: return &by_n_act<KQ4_K_512<ActSrc::kRows>>;
         case GgmlType::Q5_K: return &by_n_act<KQ5_K_512>;
-        case GgmlType::Q6_K: return &by_n_act<KQ6_K_512>;
+        case GgmlType::Q6_K: return &by_n_act<KQ6_K_512<ActSrc::kRows>>;
         case GgmlType::F32: return &by_n_act<KF32>;
         case GgmlType::F16: return &by_n_act<KF16>;
         case GgmlType::BF16: return &by_n_act<KBF16>;
@@ -794,6 +873,18 @@ const QuantGemm* gemm_avx512(GgmlType w_type) {
         case GgmlType::Q5_1: return &kGemmQ5_1;
         case GgmlType::Q4_K: return &kGemmQ4_K;
         case GgmlType::Q6_K: return &kGemmQ6_K;
+        default: return nullptr;
+    }
+}
+
+const QuantDotPacked* packed_avx512(GgmlType w_type) {
+    switch (w_type) {
+        case GgmlType::Q4_0: return &kPacked<KQ4_0_512, LayoutQ81::kA, &q81_pack_act_dot>;
+        case GgmlType::Q4_1: return &kPacked<KQ4_1_512, LayoutQ81::kA, &q81_pack_act_dot>;
+        case GgmlType::Q5_0: return &kPacked<KQ5_0_512, LayoutQ81::kA, &q81_pack_act_dot>;
+        case GgmlType::Q5_1: return &kPacked<KQ5_1_512, LayoutQ81::kA, &q81_pack_act_dot>;
+        case GgmlType::Q4_K: return &kPacked<KQ4_K_512, kQ8KChunk, &q8k_pack_act_dot>;
+        case GgmlType::Q6_K: return &kPacked<KQ6_K_512, kQ8KChunk, &q8k_pack_act_dot>;
         default: return nullptr;
     }
 }
@@ -814,6 +905,7 @@ QuantizeActFn quantize_act_avx512(GgmlType act_type) {
 namespace jllm::cpu_detail {
 VecDotFn vec_dot_avx512(GgmlType) { return nullptr; }
 const QuantGemm* gemm_avx512(GgmlType) { return nullptr; }
+const QuantDotPacked* packed_avx512(GgmlType) { return nullptr; }
 QuantizeActFn quantize_act_avx512(GgmlType) { return nullptr; }
 }  // namespace jllm::cpu_detail
 

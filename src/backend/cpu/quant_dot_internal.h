@@ -15,6 +15,7 @@ QuantizeActFn quantize_act_avx2(GgmlType act_type);
 
 VecDotFn vec_dot_avx512(GgmlType w_type);
 const QuantGemm* gemm_avx512(GgmlType w_type);  // nullptr for types without a many-token path
+const QuantDotPacked* packed_avx512(GgmlType w_type);  // nullptr for types without packed activations
 QuantizeActFn quantize_act_avx512(GgmlType act_type);
 
 VecDotFn vec_dot_neon(GgmlType w_type);  // nullptr when not built for aarch64

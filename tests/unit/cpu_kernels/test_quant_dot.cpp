@@ -216,6 +216,55 @@ TEST(QuantGemm, BitIdenticalWithVecDot) {
     if (checked == 0) GTEST_SKIP() << "no SIMD level of this CPU has a gemm path";
 }
 
+// The packed dot product (QuantDotPacked) against the level's vec_dot on the same quantized
+// inputs: bit for bit, for 1..4 tokens in one call (each token's result its one-token call's),
+// block counts that fill the 16-block chunk, leave a tail of odd length, or are a single block,
+// and packed rows at a stride wider than one row, as matmul lays them out.
+TEST(QuantDotPacked, BitIdenticalWithVecDot) {
+    int checked = 0;
+    std::mt19937 rng(2424);
+    for (SimdLevel level : kLevels) {
+        if (!simd_level_supported(level)) continue;
+        for (GgmlType type : kTypes) {
+            const QuantDotKernel* k = quant_dot_kernel(type, level);
+            if (k == nullptr || k->packed == nullptr) continue;
+            const QuantDotPacked& p = *k->packed;
+            const int64_t B = type_traits(type).block_size;
+            for (int64_t nb : {1, 2, 15, 16, 17, 28, 45, 152}) {
+                const int64_t n = nb * B;
+                const size_t arow = act_row_size(type, n);
+                const std::vector<uint8_t> w = random_weight_row(type, n, rng);
+                constexpr int kTok = VEC_DOT_MAX_ACT;
+                std::vector<uint8_t> act(arow * kTok);
+                for (int t = 0; t < kTok; t++) {
+                    const std::vector<float> x = random_activations(n, rng);
+                    k->quantize_act(x.data(), act.data() + t * arow, n);
+                }
+                const size_t pb = p.act_bytes(n);
+                ASSERT_EQ(pb % 64, 0u);
+                const size_t stride = pb + 64;
+                std::vector<uint8_t> packed_buf(stride * kTok + 64, 0xA5);
+                uint8_t* packed = align64(packed_buf.data());
+                for (int t = 0; t < kTok; t++) p.pack_act(n, act.data() + t * arow, packed + t * stride);
+                for (int n_act = 1; n_act <= kTok; n_act++) {
+                    for (int t0 = 0; t0 + n_act <= kTok; t0++) {
+                        float out[VEC_DOT_MAX_ACT];
+                        p.vec_dot(n, w.data(), packed + t0 * stride, stride, n_act, out);
+                        for (int t = 0; t < n_act; t++) {
+                            float one = 0.0f;
+                            k->vec_dot(n, w.data(), act.data() + (t0 + t) * arow, arow, 1, &one);
+                            ASSERT_EQ(out[t], one) << type_name(type) << " " << simd_level_name(level) << " n=" << n
+                                                   << " n_act=" << n_act << " t=" << t0 + t;
+                            checked++;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "no SIMD level of this CPU has a packed dot product";
+}
+
 // A hand-checked case: Q8_0 weights of all ones with d = 1 against activations 0..31.
 TEST(QuantDotExact, Q8_0OnesTimesRamp) {
     BlockQ8_0 w;
