@@ -410,35 +410,24 @@ inline void store_chunk_quants(__m512i* x, uint8_t* dst) {
     for (int k = 0; k < 8; k++) _mm512_store_si512(dst + 64 * k, x[k]);
 }
 
-// A packed activation chunk's da and sa (lane order, zeros past nblk) from its Q8_1 blocks.
-inline void q81_store_act_scales(const BlockQ8_1* a, int64_t nblk, uint8_t* dst) {
-    const __m512i g = gather_dwords(a, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
-    _mm512_store_ps(dst + kChunkScales, halves_lo(g));
-    _mm512_store_ps(dst + kChunkOffsets, halves_hi(g));
-}
-
+// One Q8_1 activation row -> packed chunks: the gemm path's (kGemm: register k holds dword k of
+// every block, lane order kBlockOfLane) or the packed dot product's (the quants in their stored
+// order); then the chunk's da and sa (lane order, zeros past the row's end).
+template <bool kGemm>
 void q81_pack_act(int64_t n, const void* act_row, void* packed) {
-    const BlockQ8_1* a = static_cast<const BlockQ8_1*>(act_row);
-    uint8_t* dst = static_cast<uint8_t*>(packed);
-    const int64_t nb = n / 32;
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kW) {
-        const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
-        for (int k = 0; k < 8; k++) {
-            _mm512_store_si512(dst + 64 * k, gather_dwords(a[b0].qs + 4 * k, static_cast<int>(sizeof(BlockQ8_1)), nblk));
-        }
-        q81_store_act_scales(a + b0, nblk, dst);
-    }
-}
-
-// One Q8_1 activation row -> the dot product's packed chunks (ActSrc::kPacked).
-void q81_pack_act_dot(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_1* a = static_cast<const BlockQ8_1*>(act_row);
     uint8_t* dst = static_cast<uint8_t*>(packed);
     const int64_t nb = n / 32;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks, dst += LayoutQ81::kA) {
         const int64_t nblk = nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks;
-        for (int i = 0; i < 8; i++) _mm512_store_si512(dst + 64 * i, q81_apair(a + b0, i, nblk));
-        q81_store_act_scales(a + b0, nblk, dst);
+        for (int k = 0; k < 8; k++) {
+            const __m512i v = kGemm ? gather_dwords(a[b0].qs + 4 * k, static_cast<int>(sizeof(BlockQ8_1)), nblk)
+                                    : q81_apair(a + b0, k, nblk);
+            _mm512_store_si512(dst + 64 * k, v);
+        }
+        const __m512i g = gather_dwords(a + b0, static_cast<int>(sizeof(BlockQ8_1)), nblk);  // d | s << 16
+        _mm512_store_ps(dst + kChunkScales, halves_lo(g));
+        _mm512_store_ps(dst + kChunkOffsets, halves_hi(g));
     }
 }
 
@@ -549,10 +538,10 @@ constexpr QuantGemm make_gemm(int64_t min_tokens, void (*pack_act)(int64_t, cons
     g.run = &gemm_run<L>;
     return g;
 }
-constexpr QuantGemm kGemmQ4_0 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ4_0>);
-constexpr QuantGemm kGemmQ4_1 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ4_1>);
-constexpr QuantGemm kGemmQ5_0 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ5_0>);
-constexpr QuantGemm kGemmQ5_1 = make_gemm<LayoutQ81>(4, &q81_pack_act, &q81_pack_rows<FmtQ5_1>);
+constexpr QuantGemm kGemmQ4_0 = make_gemm<LayoutQ81>(4, &q81_pack_act<true>, &q81_pack_rows<FmtQ4_0>);
+constexpr QuantGemm kGemmQ4_1 = make_gemm<LayoutQ81>(4, &q81_pack_act<true>, &q81_pack_rows<FmtQ4_1>);
+constexpr QuantGemm kGemmQ5_0 = make_gemm<LayoutQ81>(4, &q81_pack_act<true>, &q81_pack_rows<FmtQ5_0>);
+constexpr QuantGemm kGemmQ5_1 = make_gemm<LayoutQ81>(4, &q81_pack_act<true>, &q81_pack_rows<FmtQ5_1>);
 
 // ---- Q4_K / Q6_K against Q8_K: one arithmetic for decode and prefill ----
 //
@@ -611,7 +600,7 @@ inline Q8KChunk q8k_chunk(const BlockQ8_K* a, int64_t nsb) {
     c.sa_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(hi), c.da);
     return c;
 }
-// The scale vectors of a packed Q8_K chunk (q8k_store_chunk's).
+// The scale vectors of a packed Q8_K chunk (q8k_pack_act's).
 inline Q8KChunk q8k_load_chunk(const char* pc) {
     Q8KChunk c;
     c.da = _mm512_load_ps(pc + kChunkScales);
@@ -737,28 +726,10 @@ void dot_k_q8_k_512(int64_t n, const void* wv, const void* av, size_t as, float*
     for (int t = 0; t < NA; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// A packed Q8_K chunk's scale vectors, after its 512 bytes of quants (the gemm path's chunks and
-// the dot product's alike).
-inline void q8k_store_chunk(const Q8KChunk& c, uint8_t* dst) {
-    _mm512_store_ps(dst + kChunkScales, c.da);
-    _mm512_store_ps(dst + kChunkOffsets, c.sa);
-    _mm512_store_ps(dst + LayoutQ6K::kSa[0], c.sa_lo);
-    _mm512_store_ps(dst + LayoutQ6K::kSa[1], c.sa_hi);
-}
-
-// One Q8_K activation row -> the dot product's packed chunks (ActSrc::kPacked).
-void q8k_pack_act_dot(int64_t n, const void* act_row, void* packed) {
-    const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
-    uint8_t* dst = static_cast<uint8_t*>(packed);
-    const int64_t nsb = n / QK_K;
-    for (int64_t s0 = 0; s0 < nsb; s0 += 2, dst += kQ8KChunk) {
-        const int64_t m = nsb - s0 < 2 ? 1 : 2;
-        for (int i = 0; i < 8; i++) _mm512_store_si512(dst + 64 * i, q8k_apair(a + s0, i, m));
-        q8k_store_chunk(q8k_chunk(a + s0, m), dst);
-    }
-}
-
-// One Q8_K activation row -> packed chunks (LayoutQ4K / LayoutQ6K's kA).
+// One Q8_K activation row -> packed chunks (LayoutQ4K / LayoutQ6K's kA): the gemm path's
+// (kGemm: the quants transposed as the weight panels are) or the packed dot product's (the quants
+// in their stored order); then the chunk's da, sa, sa_lo and sa_hi.
+template <bool kGemm>
 void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
     const BlockQ8_K* a = static_cast<const BlockQ8_K*>(act_row);
     uint8_t* dst = static_cast<uint8_t*>(packed);
@@ -767,8 +738,16 @@ void q8k_pack_act(int64_t n, const void* act_row, void* packed) {
         const int64_t m = nsb - s0 < 2 ? 1 : 2;
         __m512i q[8];
         for (int i = 0; i < 8; i++) q[i] = q8k_apair(a + s0, i, m);
-        store_chunk_quants(q, dst);
-        q8k_store_chunk(q8k_chunk(a + s0, m), dst);
+        if constexpr (kGemm) {
+            store_chunk_quants(q, dst);
+        } else {
+            for (int i = 0; i < 8; i++) _mm512_store_si512(dst + 64 * i, q[i]);
+        }
+        const Q8KChunk c = q8k_chunk(a + s0, m);
+        _mm512_store_ps(dst + kChunkScales, c.da);
+        _mm512_store_ps(dst + kChunkOffsets, c.sa);
+        _mm512_store_ps(dst + LayoutQ6K::kSa[0], c.sa_lo);
+        _mm512_store_ps(dst + LayoutQ6K::kSa[1], c.sa_hi);
     }
 }
 
@@ -799,8 +778,8 @@ void k_pack_rows(int64_t n, const void* wv, size_t w_row_bytes, int n_rows, void
     }
 }
 
-constexpr QuantGemm kGemmQ4_K = make_gemm<LayoutQ4K>(5, &q8k_pack_act, &k_pack_rows<BlockQ4_K>);
-constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(5, &q8k_pack_act, &k_pack_rows<BlockQ6_K>);
+constexpr QuantGemm kGemmQ4_K = make_gemm<LayoutQ4K>(5, &q8k_pack_act<true>, &k_pack_rows<BlockQ4_K>);
+constexpr QuantGemm kGemmQ6_K = make_gemm<LayoutQ6K>(5, &q8k_pack_act<true>, &k_pack_rows<BlockQ6_K>);
 
 #define JLLM_K1(NAME, FN)                                                               \
     struct NAME {                                                                       \
@@ -879,12 +858,12 @@ const QuantGemm* gemm_avx512(GgmlType w_type) {
 
 const QuantDotPacked* packed_avx512(GgmlType w_type) {
     switch (w_type) {
-        case GgmlType::Q4_0: return &kPacked<KQ4_0_512, LayoutQ81::kA, &q81_pack_act_dot>;
-        case GgmlType::Q4_1: return &kPacked<KQ4_1_512, LayoutQ81::kA, &q81_pack_act_dot>;
-        case GgmlType::Q5_0: return &kPacked<KQ5_0_512, LayoutQ81::kA, &q81_pack_act_dot>;
-        case GgmlType::Q5_1: return &kPacked<KQ5_1_512, LayoutQ81::kA, &q81_pack_act_dot>;
-        case GgmlType::Q4_K: return &kPacked<KQ4_K_512, kQ8KChunk, &q8k_pack_act_dot>;
-        case GgmlType::Q6_K: return &kPacked<KQ6_K_512, kQ8KChunk, &q8k_pack_act_dot>;
+        case GgmlType::Q4_0: return &kPacked<KQ4_0_512, LayoutQ81::kA, &q81_pack_act<false>>;
+        case GgmlType::Q4_1: return &kPacked<KQ4_1_512, LayoutQ81::kA, &q81_pack_act<false>>;
+        case GgmlType::Q5_0: return &kPacked<KQ5_0_512, LayoutQ81::kA, &q81_pack_act<false>>;
+        case GgmlType::Q5_1: return &kPacked<KQ5_1_512, LayoutQ81::kA, &q81_pack_act<false>>;
+        case GgmlType::Q4_K: return &kPacked<KQ4_K_512, kQ8KChunk, &q8k_pack_act<false>>;
+        case GgmlType::Q6_K: return &kPacked<KQ6_K_512, kQ8KChunk, &q8k_pack_act<false>>;
         default: return nullptr;
     }
 }

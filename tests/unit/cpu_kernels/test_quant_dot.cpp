@@ -31,6 +31,18 @@ const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlT
                            GgmlType::F32};
 const SimdLevel kLevels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon};
 
+// f(level, type, kernel) for every kernel this CPU runs.
+template <class F>
+void for_each_kernel(F f) {
+    for (SimdLevel level : kLevels) {
+        if (!simd_level_supported(level)) continue;
+        for (GgmlType type : kTypes) {
+            const QuantDotKernel* k = quant_dot_kernel(type, level);
+            if (k != nullptr) f(level, type, *k);
+        }
+    }
+}
+
 struct Case {
     GgmlType type;
     SimdLevel level;
@@ -159,60 +171,56 @@ TEST(QuantDotNeon, BothVariantsMatchScalar) {
 TEST(QuantGemm, BitIdenticalWithVecDot) {
     int checked = 0;
     std::mt19937 rng(4242);
-    for (SimdLevel level : kLevels) {
-        if (!simd_level_supported(level)) continue;
-        for (GgmlType type : kTypes) {
-            const QuantDotKernel* k = quant_dot_kernel(type, level);
-            if (k == nullptr || k->gemm == nullptr) continue;
-            const QuantGemm& g = *k->gemm;
-            ASSERT_GE(g.rows_per_panel, 1);
-            ASSERT_GE(g.min_tokens, 1);
-            const int64_t B = type_traits(type).block_size;
-            for (int64_t nb : {1, 2, 15, 16, 17, 28, 45, 152}) {
-                const int64_t n = nb * B;
-                const size_t wrow = row_size(type, n), arow = act_row_size(type, n);
-                const int n_rows_max = g.rows_per_panel + 1;
-                std::vector<uint8_t> wq;
-                for (int r = 0; r < n_rows_max; r++) {
-                    const std::vector<uint8_t> row = random_weight_row(type, n, rng);
-                    wq.insert(wq.end(), row.begin(), row.end());
-                }
-                const int n_tok = 7;
-                std::vector<uint8_t> act(arow * n_tok);
-                for (int t = 0; t < n_tok; t++) {
-                    const std::vector<float> x = random_activations(n, rng);
-                    k->quantize_act(x.data(), act.data() + t * arow, n);
-                }
-                const size_t pb = g.act_bytes(n), rb = g.row_bytes(n);
-                ASSERT_EQ(pb % 64, 0u);
-                ASSERT_EQ(rb % 64, 0u);
-                std::vector<uint8_t> packed_buf(pb * n_tok + 64), panel_buf(rb * g.rows_per_panel + 64);
-                uint8_t* packed = align64(packed_buf.data());
-                uint8_t* panel = align64(panel_buf.data());
-                for (int t = 0; t < n_tok; t++) g.pack_act(n, act.data() + t * arow, packed + t * pb);
-                for (int n_rows = 1; n_rows <= g.rows_per_panel; n_rows++) {
-                    const int r0 = n_rows_max - n_rows;  // the last rows: a panel need not start at row 0
-                    g.pack_rows(n, wq.data() + r0 * wrow, wrow, n_rows, panel);
-                    for (int nt = 1; nt <= n_tok; nt++) {
-                        const int64_t ys = n_rows + 3;  // y rows wider than the panel, as in matmul
-                        std::vector<float> y(static_cast<size_t>(nt * ys), -7.0f);
-                        g.run(n, panel, n_rows, packed, nt, y.data(), ys);
-                        for (int t = 0; t < nt; t++) {
-                            for (int r = 0; r < n_rows; r++) {
-                                float one = 0.0f;
-                                k->vec_dot(n, wq.data() + (r0 + r) * wrow, act.data() + t * arow, arow, 1, &one);
-                                ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], one)
-                                    << type_name(type) << " " << simd_level_name(level) << " n=" << n
-                                    << " n_rows=" << n_rows << " tokens=" << nt << " t=" << t << " r=" << r;
-                                checked++;
-                            }
-                            for (int64_t r = n_rows; r < ys; r++) ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], -7.0f);
+    for_each_kernel([&](SimdLevel level, GgmlType type, const QuantDotKernel& k) {
+        if (k.gemm == nullptr) return;
+        const QuantGemm& g = *k.gemm;
+        ASSERT_GE(g.rows_per_panel, 1);
+        ASSERT_GE(g.min_tokens, 1);
+        const int64_t B = type_traits(type).block_size;
+        for (int64_t nb : {1, 2, 15, 16, 17, 28, 45, 152}) {
+            const int64_t n = nb * B;
+            const size_t wrow = row_size(type, n), arow = act_row_size(type, n);
+            const int n_rows_max = g.rows_per_panel + 1;
+            std::vector<uint8_t> wq;
+            for (int r = 0; r < n_rows_max; r++) {
+                const std::vector<uint8_t> row = random_weight_row(type, n, rng);
+                wq.insert(wq.end(), row.begin(), row.end());
+            }
+            const int n_tok = 7;
+            std::vector<uint8_t> act(arow * n_tok);
+            for (int t = 0; t < n_tok; t++) {
+                const std::vector<float> x = random_activations(n, rng);
+                k.quantize_act(x.data(), act.data() + t * arow, n);
+            }
+            const size_t pb = g.act_bytes(n), rb = g.row_bytes(n);
+            ASSERT_EQ(pb % 64, 0u);
+            ASSERT_EQ(rb % 64, 0u);
+            std::vector<uint8_t> packed_buf(pb * n_tok + 64), panel_buf(rb * g.rows_per_panel + 64);
+            uint8_t* packed = align64(packed_buf.data());
+            uint8_t* panel = align64(panel_buf.data());
+            for (int t = 0; t < n_tok; t++) g.pack_act(n, act.data() + t * arow, packed + t * pb);
+            for (int n_rows = 1; n_rows <= g.rows_per_panel; n_rows++) {
+                const int r0 = n_rows_max - n_rows;  // the last rows: a panel need not start at row 0
+                g.pack_rows(n, wq.data() + r0 * wrow, wrow, n_rows, panel);
+                for (int nt = 1; nt <= n_tok; nt++) {
+                    const int64_t ys = n_rows + 3;  // y rows wider than the panel, as in matmul
+                    std::vector<float> y(static_cast<size_t>(nt * ys), -7.0f);
+                    g.run(n, panel, n_rows, packed, nt, y.data(), ys);
+                    for (int t = 0; t < nt; t++) {
+                        for (int r = 0; r < n_rows; r++) {
+                            float one = 0.0f;
+                            k.vec_dot(n, wq.data() + (r0 + r) * wrow, act.data() + t * arow, arow, 1, &one);
+                            ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], one)
+                                << type_name(type) << " " << simd_level_name(level) << " n=" << n
+                                << " n_rows=" << n_rows << " tokens=" << nt << " t=" << t << " r=" << r;
+                            checked++;
                         }
+                        for (int64_t r = n_rows; r < ys; r++) ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], -7.0f);
                     }
                 }
             }
         }
-    }
+    });
     if (checked == 0) GTEST_SKIP() << "no SIMD level of this CPU has a gemm path";
 }
 
@@ -223,45 +231,41 @@ TEST(QuantGemm, BitIdenticalWithVecDot) {
 TEST(QuantDotPacked, BitIdenticalWithVecDot) {
     int checked = 0;
     std::mt19937 rng(2424);
-    for (SimdLevel level : kLevels) {
-        if (!simd_level_supported(level)) continue;
-        for (GgmlType type : kTypes) {
-            const QuantDotKernel* k = quant_dot_kernel(type, level);
-            if (k == nullptr || k->packed == nullptr) continue;
-            const QuantDotPacked& p = *k->packed;
-            const int64_t B = type_traits(type).block_size;
-            for (int64_t nb : {1, 2, 15, 16, 17, 28, 45, 152}) {
-                const int64_t n = nb * B;
-                const size_t arow = act_row_size(type, n);
-                const std::vector<uint8_t> w = random_weight_row(type, n, rng);
-                constexpr int kTok = VEC_DOT_MAX_ACT;
-                std::vector<uint8_t> act(arow * kTok);
-                for (int t = 0; t < kTok; t++) {
-                    const std::vector<float> x = random_activations(n, rng);
-                    k->quantize_act(x.data(), act.data() + t * arow, n);
-                }
-                const size_t pb = p.act_bytes(n);
-                ASSERT_EQ(pb % 64, 0u);
-                const size_t stride = pb + 64;
-                std::vector<uint8_t> packed_buf(stride * kTok + 64, 0xA5);
-                uint8_t* packed = align64(packed_buf.data());
-                for (int t = 0; t < kTok; t++) p.pack_act(n, act.data() + t * arow, packed + t * stride);
-                for (int n_act = 1; n_act <= kTok; n_act++) {
-                    for (int t0 = 0; t0 + n_act <= kTok; t0++) {
-                        float out[VEC_DOT_MAX_ACT];
-                        p.vec_dot(n, w.data(), packed + t0 * stride, stride, n_act, out);
-                        for (int t = 0; t < n_act; t++) {
-                            float one = 0.0f;
-                            k->vec_dot(n, w.data(), act.data() + (t0 + t) * arow, arow, 1, &one);
-                            ASSERT_EQ(out[t], one) << type_name(type) << " " << simd_level_name(level) << " n=" << n
-                                                   << " n_act=" << n_act << " t=" << t0 + t;
-                            checked++;
-                        }
+    for_each_kernel([&](SimdLevel level, GgmlType type, const QuantDotKernel& k) {
+        if (k.packed == nullptr) return;
+        const QuantDotPacked& p = *k.packed;
+        const int64_t B = type_traits(type).block_size;
+        for (int64_t nb : {1, 2, 15, 16, 17, 28, 45, 152}) {
+            const int64_t n = nb * B;
+            const size_t arow = act_row_size(type, n);
+            const std::vector<uint8_t> w = random_weight_row(type, n, rng);
+            constexpr int kTok = VEC_DOT_MAX_ACT;
+            std::vector<uint8_t> act(arow * kTok);
+            for (int t = 0; t < kTok; t++) {
+                const std::vector<float> x = random_activations(n, rng);
+                k.quantize_act(x.data(), act.data() + t * arow, n);
+            }
+            const size_t pb = p.act_bytes(n);
+            ASSERT_EQ(pb % 64, 0u);
+            const size_t stride = pb + 64;
+            std::vector<uint8_t> packed_buf(stride * kTok + 64, 0xA5);
+            uint8_t* packed = align64(packed_buf.data());
+            for (int t = 0; t < kTok; t++) p.pack_act(n, act.data() + t * arow, packed + t * stride);
+            for (int n_act = 1; n_act <= kTok; n_act++) {
+                for (int t0 = 0; t0 + n_act <= kTok; t0++) {
+                    float out[VEC_DOT_MAX_ACT];
+                    p.vec_dot(n, w.data(), packed + t0 * stride, stride, n_act, out);
+                    for (int t = 0; t < n_act; t++) {
+                        float one = 0.0f;
+                        k.vec_dot(n, w.data(), act.data() + (t0 + t) * arow, arow, 1, &one);
+                        ASSERT_EQ(out[t], one) << type_name(type) << " " << simd_level_name(level) << " n=" << n
+                                               << " n_act=" << n_act << " t=" << t0 + t;
+                        checked++;
                     }
                 }
             }
         }
-    }
+    });
     if (checked == 0) GTEST_SKIP() << "no SIMD level of this CPU has a packed dot product";
 }
 
