@@ -133,9 +133,10 @@ void quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, v
     const size_t act_total = rb * static_cast<size_t>(n_tokens);
     JLLM_ASSERT_MSG(scratch_bytes >= act_total, "matmul scratch too small");
     // The one packing this batch takes: the gemm path's, or the packed dot product's.
+    const bool gemm = k.gemm != nullptr && n_tokens >= k.gemm->min_tokens;
     void (*pack)(int64_t, const void*, void*) = nullptr;
     size_t pb = 0;
-    if (k.gemm != nullptr && n_tokens >= k.gemm->min_tokens) {
+    if (gemm) {
         pack = k.gemm->pack_act;
         pb = k.gemm->act_bytes(n_in);
     } else if (k.packed != nullptr) {
@@ -162,7 +163,6 @@ void quantize_input(ThreadPool& pool, const QuantDotKernel& k, const float* x, v
     }
     job->act_row_bytes = rb;
     job->act = act;
-    const bool gemm = packed != nullptr && pack == k.gemm->pack_act;
     job->packed = gemm ? packed : nullptr;
     job->packed_row_bytes = gemm ? pb : 0;
     job->dot_act = gemm ? nullptr : packed;
