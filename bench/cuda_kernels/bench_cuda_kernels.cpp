@@ -12,13 +12,15 @@
 // events, so it measures the GPU, not the host's launch rate; the table gives the median time per
 // call over --reps samples. After timing, one call is checked against matmul_ref on the first
 // rows (relative RMS error; > 5% fails the run).
-// Token counts above 4 time the prefill GEMM (launch_gemm on fp16 activations, converted outside
-// the timing, with a split-K work buffer the size the engine allocates for qwen3-4b at its batch
-// of 512; stream launches, as the engine's prefill) and add TFLOPS (2 x rows x cols x n_tok per
-// matrix / time); their check is against gemm_f16_ref.
+// Token counts above 4 time the prefill GEMMs (launch_gemm on fp16 activations, and for tiled Q4_K
+// on int8 tensor cores from their act_q8k copy, both converted outside the timing, with a split-K
+// work buffer the size the engine allocates for qwen3-4b at its batch of 512; stream launches, as
+// the engine's prefill) and add TFLOPS (TOPS for int8; 2 x rows x cols x n_tok per matrix / time)
+// and the int8 / fp16 ratio per matrix; their check is against gemm_ref / gemm_s8_ref.
 // Then the decode step's sampling kernels (argmax, top-k) over 151,936 logits, checked exactly.
 //   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4[,33,512]]
-//                      [--quick] [--launch graph|stream] [--rows-layout] [--no-sampling] [--json FILE]
+//                      [--gemm int8,fp16] [--quick] [--launch graph|stream] [--rows-layout]
+//                      [--no-sampling] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -242,6 +244,7 @@ struct CaseResult {
     int64_t rows = 0, cols = 0;
     int n_tok = 1;
     bool swiglu = false;
+    std::string gemm;  // n_tok > 4: the prefill GEMM's arithmetic ("fp16" or "int8"); "" for the GEMVs
     uint64_t weight_bytes = 0;  // read per call (both matrices for SwiGLU)
     int copies = 0, calls_per_sample = 0;
     std::vector<double> us;  // time per call of each sample
@@ -260,6 +263,9 @@ struct Options {
     uint64_t seed = 42;
     bool graph = true;  // time the calls as a CUDA graph (the engine's decode path) or as stream launches
     bool rows_layout = false;  // Q4_K/Q6_K in the file's rows (mapped weights) instead of tiles (copied weights)
+    // n_tok > 4: the prefill GEMMs timed, each where it takes the matrix: "int8" (tiled Q4_K on act_q8k)
+    // and "fp16" (every type; launch_gemm on fp16 activations).
+    std::vector<std::string> gemms{"int8", "fp16"};
 };
 
 // Times launch_matmul on `shape` for every n_tok of opt.ntoks; appends one result per n_tok.
@@ -314,6 +320,8 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     DevBuf yq(shape.swiglu ? cuda::act_q8_bytes(std::min(max_tok, cuda::GEMV_MAX_TOKENS), shape.rows) : 1);
     // The GEMM's fp16 input (converted once, outside the timing, as the engine does per input).
     DevBuf xh(host_x.size() * sizeof(uint16_t));
+    // The int8 GEMM's input (act_q8k of xh) per token count, also outside the timing.
+    DevBuf xq8(cuda::gemm_takes_s8(fmt) ? cuda::act_q8k_bytes(max_tok, shape.cols) : 1);
     if (max_tok > cuda::GEMV_MAX_TOKENS) {
         cuda::launch_to_f16(static_cast<const float*>(x.p), static_cast<int64_t>(host_x.size()),
                             static_cast<uint16_t*>(xh.p), stream.get());
@@ -321,12 +329,14 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     }
     const size_t work_floats = cuda::gemm_work_floats_for_batch(ENGINE_BATCH, ENGINE_WORK_ROWS);
     DevBuf work(max_tok > cuda::GEMV_MAX_TOKENS ? work_floats * sizeof(float) : 1);
+    bool int8 = false;  // the GEMM of the case being timed
     auto call = [&](int k, int n_tok) {  // the k-th call of the rotation
         const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;
         const uint8_t* w2 = shape.swiglu ? w1 + stride : nullptr;
         if (n_tok > cuda::GEMV_MAX_TOKENS) {
             cuda::launch_gemm(fmt, w1, w2, shape.rows, shape.cols, static_cast<const uint16_t*>(xh.p), n_tok,
-                              static_cast<float*>(y.p), mode, stream.get(), static_cast<float*>(work.p), work_floats);
+                              static_cast<float*>(y.p), mode, stream.get(), static_cast<float*>(work.p), work_floats,
+                              int8 ? xq8.p : nullptr);
         } else if (q8) {
             cuda::launch_gemv_q8(fmt, w1, w2, shape.rows, shape.cols, xq.p, n_tok, static_cast<float*>(y.p), mode,
                                  stream.get(), shape.swiglu ? yq.p : nullptr, fmt.tiled());
@@ -338,8 +348,25 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     };
 
     cuda::EventTimer timer;
+    // (n_tok, GEMM) pairs: one per GEMV token count, one per GEMM that takes the matrix beyond.
+    std::vector<std::pair<int, std::string>> runs;
     for (int n_tok : opt.ntoks) {
+        if (n_tok <= cuda::GEMV_MAX_TOKENS) {
+            runs.emplace_back(n_tok, "");
+            continue;
+        }
+        for (const std::string& g : opt.gemms) {
+            if (g == "fp16" || cuda::gemm_takes_s8(fmt)) runs.emplace_back(n_tok, g);
+        }
+    }
+    for (const auto& [n_tok, gemm_kind] : runs) {
+        int8 = gemm_kind == "int8";
+        if (int8) {
+            cuda::launch_quantize_q8k(static_cast<const uint16_t*>(xh.p), n_tok, shape.cols, xq8.p, stream.get());
+            stream.sync();
+        }
         CaseResult r;
+        r.gemm = gemm_kind;
         r.type = jllm::type_name(type);
         r.shape = shape.name;
         r.rows = shape.rows;
@@ -401,10 +428,18 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         cuda::download(got.data(), y.p, got.size() * sizeof(float));
         const int64_t nr = std::min(CHECK_ROWS, shape.rows);
         std::vector<float> ref(static_cast<size_t>(n_tok * nr));
-        // The GEMM rounds weights and activations to fp16; gemm_ref is the twin of the kernel it takes.
+        // The GEMM rounds weights and activations to fp16 (gemm_ref is the twin of the kernel it
+        // takes), or the int8 GEMM its activations to act_q8k (gemm_s8_ref).
         const uint8_t* w2_ref = shape.swiglu ? host_w.data() : nullptr;
-        if (gemm) cuda::gemm_ref(fmt, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
-        else cuda::matmul_ref(type, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
+        if (int8) {
+            std::vector<uint8_t> hq(cuda::act_q8k_bytes(n_tok, shape.cols));
+            cuda::quantize_q8k_ref(host_x.data(), n_tok, shape.cols, hq.data());
+            cuda::gemm_s8_ref(host_w.data(), w2_ref, nr, shape.cols, hq.data(), n_tok, ref.data(), mode);
+        } else if (gemm) {
+            cuda::gemm_ref(fmt, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
+        } else {
+            cuda::matmul_ref(type, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
+        }
         double se = 0, sr = 0;
         bool finite = true;
         for (float v : got) finite = finite && std::isfinite(v);
@@ -419,8 +454,9 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         r.check_ok = finite && r.rel_err <= CHECK_BOUND;
         if (!finite) r.rel_err = NAN;
         out.push_back(r);
-        std::fprintf(stderr, "  %-5s %-22s n_tok %d: %9.2f us  %8.1f GB/s  %6.1f TFLOPS%s\n", r.type.c_str(),
-                     r.shape.c_str(), n_tok, r.us_median, r.gbps, r.tflops, r.check_ok ? "" : "  CHECK FAILED");
+        std::fprintf(stderr, "  %-5s %-22s n_tok %d%s%s: %9.2f us  %8.1f GB/s  %6.1f TFLOPS%s\n", r.type.c_str(),
+                     r.shape.c_str(), n_tok, r.gemm.empty() ? "" : " ", r.gemm.c_str(), r.us_median, r.gbps, r.tflops,
+                     r.check_ok ? "" : "  CHECK FAILED");
     }
 }
 
@@ -555,7 +591,7 @@ int main(int argc, char** argv) {
     double copy_gib = 2.0;
     int reps = 50, copy_reps = 10;
     double rotate_mib = 256;
-    std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", json_path;
+    std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", gemm_s = "int8,fp16", json_path;
     bool quick = false, no_large = false, no_model = false;
     std::string launch = "graph";
     bool rows_layout = false;
@@ -566,6 +602,9 @@ int main(int argc, char** argv) {
     app.add_option("--types", types_s, "weight types, comma-separated (q4_k, q6_k, q8_0, q4_0, f16, ...)")
         ->capture_default_str();
     app.add_option("--ntok", ntok_s, "tokens per call, comma-separated, each 1..4096 (above 4: the prefill GEMM)")
+        ->capture_default_str();
+    app.add_option("--gemm", gemm_s, "n_tok > 4: the prefill GEMMs to time, comma-separated: int8 (tiled Q4_K on "
+                                     "8-bit activations), fp16")
         ->capture_default_str();
     app.add_option("--rotate-mib", rotate_mib, "the copies of a matrix total at least this (MiB; L2 must not hold them)")
         ->capture_default_str();
@@ -600,6 +639,14 @@ int main(int argc, char** argv) {
         opt.seed = seed;
         opt.graph = launch == "graph";
         opt.rows_layout = rows_layout;
+        opt.gemms.clear();
+        for (size_t p = 0; p <= gemm_s.size();) {
+            const size_t e = std::min(gemm_s.find(',', p), gemm_s.size());
+            const std::string g = gemm_s.substr(p, e - p);
+            if (g != "int8" && g != "fp16") throw jllm::JllmError("--gemm: '" + g + "' is not int8 or fp16");
+            opt.gemms.push_back(g);
+            p = e + 1;
+        }
         const std::vector<GgmlType> types = parse_types(types_s);
         if (cuda::device_count() == 0) {
             throw jllm::JllmError("no CUDA device found (cudaGetDeviceCount reports none or no driver is loaded); "
@@ -664,18 +711,34 @@ int main(int argc, char** argv) {
                     copy.bytes / 1073741824.0, copy.best_gbps, copy_reps, copy.median_gbps);
         std::printf("- GEMV: cuda::launch_gemv_q8 (8-bit activations; launch_matmul for unquantized types), median of %d samples of back-to-back calls (%s); each matrix rotates over "
                     "copies totalling >= %.0f MiB; GB/s = weight bytes / time; check = relative RMS error of %lld rows "
-                    "against matmul_ref; n_tok > 4: cuda::launch_gemm (the prefill GEMM) on fp16 activations (converted outside the timing), stream launches, checked "
-                    "against gemm_f16_ref\n\n",
+                    "against matmul_ref; n_tok > 4: cuda::launch_gemm (the prefill GEMM, column GEMM) on fp16 activations (fp16) or on "
+                    "their act_q8k copy (int8; converted and quantized outside the timing), stream launches, checked "
+                    "against gemm_ref / gemm_s8_ref; TFLOPS: TOPS for int8\n\n",
                     opt.reps, opt.graph ? "one CUDA graph per sample" : "stream launches", opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));
         std::printf("| type | matrix | rows | cols | n_tok | weight MB | copies | us / call | min .. max | GB/s | "
-                    "%% of copy | check | TFLOPS |\n");
-        std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+                    "%% of copy | check | TFLOPS | GEMM |\n");
+        std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n");
         for (const CaseResult& r : cases) {
-            std::printf("| %s | %s | %lld | %lld | %d | %s | %d | %.2f | %.2f .. %.2f | %.1f | %.1f%% | %s %.1e | %.1f |\n",
+            std::printf("| %s | %s | %lld | %lld | %d | %s | %d | %.2f | %.2f .. %.2f | %.1f | %.1f%% | %s %.1e | %.1f | %s |\n",
                         r.type.c_str(), r.shape.c_str(), static_cast<long long>(r.rows),
                         static_cast<long long>(r.cols), r.n_tok, human_mb(r.weight_bytes).c_str(), r.copies,
                         r.us_median, r.us_min, r.us_max, r.gbps, 100.0 * r.copy_share,
-                        r.check_ok ? "ok" : "FAILED", r.rel_err, r.tflops);
+                        r.check_ok ? "ok" : "FAILED", r.rel_err, r.tflops, r.gemm.empty() ? "-" : r.gemm.c_str());
+        }
+        // The two GEMMs on the same matrix and token count: int8 TOPS over fp16 TFLOPS.
+        bool ratio_head = false;
+        for (const CaseResult& a : cases) {
+            if (a.gemm != "int8") continue;
+            for (const CaseResult& b : cases) {
+                if (b.gemm != "fp16" || b.type != a.type || b.shape != a.shape || b.n_tok != a.n_tok) continue;
+                if (!ratio_head) {
+                    std::printf("\nPrefill GEMMs on the same matrix (int8 TOPS / fp16 TFLOPS):\n\n"
+                                "| type | matrix | n_tok | int8 TOPS | fp16 TFLOPS | ratio |\n|---|---|---:|---:|---:|---:|\n");
+                    ratio_head = true;
+                }
+                std::printf("| %s | %s | %d | %.1f | %.1f | %.2fx |\n", a.type.c_str(), a.shape.c_str(), a.n_tok,
+                            a.tflops, b.tflops, a.tflops / b.tflops);
+            }
         }
         if (est.ok) {
             std::printf("\nqwen3-4b q4_k_m, the matmuls of one decode token (n_tok 1, sum of the rows above): %.1f us "
@@ -739,6 +802,7 @@ int main(int argc, char** argv) {
                                {"cols", r.cols},
                                {"n_tok", r.n_tok},
                                {"swiglu", r.swiglu},
+                               {"gemm", r.gemm},
                                {"weight_bytes", r.weight_bytes},
                                {"copies", r.copies},
                                {"calls_per_sample", r.calls_per_sample},

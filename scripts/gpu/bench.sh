@@ -6,6 +6,8 @@
 #             when run.sh already ran in this session: its .deb prefix must exist)
 #   info      date, commit, nvidia-smi (name, driver, memory; clocks before and after)
 #   kernels   jllm-bench-kernels: device copy bandwidth, decode GEMV GB/s per weight type
+#   gemm      jllm-bench-kernels --ntok 512 on qwen3-4b's Q4_K matrices: the int8 and the fp16
+#             prefill GEMM on the same matrices, TOPS and TFLOPS (issue 38's ratio gate)
 #   synth     qwen3-0.6b and qwen3-4b q4_k_m (seed 42) into $JLLM_BENCH_MODELS (default
 #             /tmp/jllm-models), reused when present
 #   bench     jllm-bench --device cuda per model: -p 33,512 -n 128 -r 5 (tg128 after the prefill
@@ -134,9 +136,26 @@ elif [[ -x "$kern" ]]; then
     run_step kernels "$outdir/kernels.md" "$outdir/kernels.log" \
         "$kern" --json "$outdir/kernels.json" --ntok 1,4 ${JLLM_BENCH_KERNEL_ARGS:-}
     copy_bw=$(sed -n 's/.*device copy.*\*\*\([0-9.]*\) GB\/s\*\*.*/\1/p' "$outdir/kernels.md" | head -n 1)
+    run_step gemm "$outdir/gemm.md" "$outdir/gemm.log" \
+        "$kern" --json "$outdir/gemm.json" --types q4_k --ntok 512 --gemm int8,fp16 --no-large --no-sampling \
+        --copy-gib 0.25 --reps 20
 else
     skip_step kernels "$kern not built"
 fi
+# int8 TOPS over fp16 TFLOPS on the same matrices: their summed operations over their summed times.
+gemm_ratio=""
+[[ -s "$outdir/gemm.json" ]] && gemm_ratio=$(python3 - "$outdir/gemm.json" <<'PY'
+import json, sys
+cases = json.load(open(sys.argv[1]))["cases"]
+t = {"int8": 0.0, "fp16": 0.0}
+shapes = {c["shape"] for c in cases if c.get("gemm") == "int8"} & {c["shape"] for c in cases if c.get("gemm") == "fp16"}
+for c in cases:
+    if c.get("gemm") in t and c["shape"] in shapes:
+        t[c["gemm"]] += c["us_median"]
+if t["int8"] > 0 and t["fp16"] > 0:
+    print("%.3f" % (t["fp16"] / t["int8"]))
+PY
+)
 if [[ -n "$copy_bw" ]]; then
     bw=$copy_bw
     bw_note="$copy_bw GB/s, measured by jllm-bench-kernels in this run (ANCHORS.md: $ANCHOR_COPY_GBPS)"
@@ -310,6 +329,7 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
     gate "pp512 @ d4096, INT8 vs q8_0, x llama.cpp" "$(peer_ratio "$outdir/depth-int8.json" "$outdir/peer-depth-int8.jsonl" "pp512 @ d4096")" ">=" 1.3
     gate "tg128 @ d4096, FP16 vs f16, x llama.cpp" "$(peer_ratio "$outdir/depth-fp16.json" "$outdir/peer-depth-fp16.jsonl" "tg128 @ d4096")" ">=" 1.6
     gate "pp512 tok/s" "$(json_field "$outdir/bench-qwen3-4b.json" pp512 tps_median)" ">=" 20000
+    gate "int8 GEMM TOPS / fp16 GEMM TFLOPS, qwen3-4b Q4_K matrices at 512 tokens" "$gemm_ratio" ">=" 1.6
     gate "tg128 tok/s" "$tg0" ">=" 850
     echo
     echo "## Issue-8 gates (qwen3-4b q4_k_m)"
@@ -367,6 +387,16 @@ slow=$(awk -v a="$tg0" -v b="$tgd" 'BEGIN { if (a != "" && b != "" && a > 0) pri
             "$outdir/kernels.md"
     else
         echo "(no kernel results)"
+    fi
+    echo
+    echo "## Prefill GEMMs (jllm-bench-kernels --ntok 512 --gemm int8,fp16, qwen3-4b's Q4_K matrices; gemm.md)"
+    echo
+    if [[ -s "$outdir/gemm.md" ]]; then
+        awk '/^Prefill GEMMs on the same matrix/ { f = 1; next } f && /^\|/ { print; t = 1; next } f && t { exit }' \
+            "$outdir/gemm.md"
+        grep -E 'FAILED' "$outdir/gemm.md"
+    else
+        echo "(no GEMM results)"
     fi
     echo
     echo "## Steps (seconds)"

@@ -43,6 +43,7 @@ BackendOptions backend_options_from_env() {
     if (const char* v = knob("JLLM_CUDA_ATTN_KERNEL", {"auto", "simt"})) {
         c.attention.kernel = std::strcmp(v, "simt") == 0 ? cuda::AttnKernel::Simt : cuda::AttnKernel::Auto;
     }
+    if (const char* v = knob("JLLM_CUDA_GEMM", {"int8", "fp16"})) c.gemm_int8 = std::strcmp(v, "int8") == 0;
     if (const char* v = knob("JLLM_CUDA_ATTN_WARPS", {"1", "2", "4"})) c.attention.decode_warps = std::atoi(v);
     if (const char* v = std::getenv("JLLM_CUDA_ATTN_SPLITS"); v != nullptr && v[0] != '\0') {
         char* end = nullptr;

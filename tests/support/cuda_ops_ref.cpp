@@ -154,6 +154,98 @@ void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq, bool ha
     }
 }
 
+void quantize_q8k_ref(const float* x, int n_tok, int64_t cols, void* xq) {
+    JLLM_ASSERT(cols % 256 == 0);
+    int8_t* q = static_cast<int8_t*>(xq);
+    uint8_t* rec = static_cast<uint8_t*>(xq) + act_q8k_records_at(n_tok, cols);
+    const int64_t nb = static_cast<int64_t>(n_tok) * (cols / 256);
+    for (int64_t b = 0; b < nb; ++b) {
+        float v[256];
+        float amax = 0.0f;
+        for (int i = 0; i < 256; ++i) {
+            v[i] = round_f16_sat(x[b * 256 + i]);
+            amax = std::max(amax, std::fabs(v[i]));
+        }
+        const float d = amax / 127.0f;
+        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        int sums[8] = {};
+        for (int i = 0; i < 256; ++i) {
+            const int qi = static_cast<int>(std::max(-127.0f, std::min(127.0f, std::nearbyint(v[i] * id))));
+            q[b * 256 + i] = static_cast<int8_t>(qi);
+            sums[i / 32] += qi;
+        }
+        uint8_t* r = rec + b * 48;
+        std::memset(r, 0, 48);
+        Half* h = reinterpret_cast<Half*>(r);
+        for (int c = 0; c < 4; ++c) {
+            for (int k = 0; k < 2; ++k) {
+                const int s = sums[2 * c + k];
+                const int hi = static_cast<int>(std::floor(static_cast<double>(s) / 64.0));
+                h[4 * c + k] = to_half(static_cast<float>(hi));
+                h[4 * c + 2 + k] = to_half(static_cast<float>(s - 64 * hi));
+            }
+        }
+        std::memcpy(r + 32, &d, sizeof d);
+    }
+}
+
+void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, float* y,
+                 MatOut out, float* abs_sum) {
+    JLLM_ASSERT(cols % 256 == 0 && (out != MatOut::SwiGLU || w2 != nullptr));
+    const int64_t nb = cols / 256;
+    const size_t rb = row_size(GgmlType::Q4_K, cols);
+    const int8_t* q = static_cast<const int8_t*>(xq);
+    const uint8_t* rec = static_cast<const uint8_t*>(xq) + act_q8k_records_at(n_tok, cols);
+    // One row's sum for token t as the kernel forms it (its abs_sum in *as).
+    auto row_dot = [&](const void* m, int64_t r, int t, float* as) {
+        const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(m) + r * rb);
+        float acc = 0.0f, mag = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+            const BlockQ4_K& B = blk[b];
+            const int8_t* a = q + static_cast<int64_t>(t) * cols + b * 256;
+            const uint8_t* rc = rec + (static_cast<int64_t>(t) * nb + b) * 48;
+            const Half* hl = reinterpret_cast<const Half*>(rc);
+            int64_t isum = 0, msum = 0;
+            for (int j = 0; j < 8; ++j) {
+                uint8_t sc, mn;
+                get_scale_min_k4(j, B.scales, &sc, &mn);
+                int dot = 0;
+                for (int k = 0; k < 32; ++k) {
+                    const int code = (B.qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF;
+                    dot += code * a[32 * j + k];
+                }
+                isum += static_cast<int64_t>(sc) * dot;
+                const int hi = static_cast<int>(to_f32(hl[4 * (j / 2) + j % 2]));
+                const int lo = static_cast<int>(to_f32(hl[4 * (j / 2) + 2 + j % 2]));
+                msum += static_cast<int64_t>(mn) * (64 * hi + lo);
+            }
+            float da;
+            std::memcpy(&da, rc + 32, sizeof da);
+            const float v = std::fmaf(-to_f32(B.dmin), static_cast<float>(msum),
+                                      to_f32(B.d) * static_cast<float>(static_cast<int32_t>(isum)));
+            acc = std::fmaf(da, v, acc);
+            mag += std::fabs(da * v);
+        }
+        if (as != nullptr) *as = mag;
+        return acc;
+    };
+    for (int t = 0; t < n_tok; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+            float* as = abs_sum != nullptr ? abs_sum + static_cast<int64_t>(t) * rows + r : nullptr;
+            const float g = row_dot(w, r, t, as);
+            float& o = y[static_cast<int64_t>(t) * rows + r];
+            if (out == MatOut::SwiGLU) {
+                const float u = row_dot(w2, r, t, nullptr);
+                o = g / (1.0f + std::exp(-g)) * u;
+            } else if (out == MatOut::Add) {
+                o += g;
+            } else {
+                o = g;
+            }
+        }
+    }
+}
+
 void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,
                  int n_tok, float* y, MatOut out) {
     // The activations as the kernel sees them: d * q.

@@ -104,9 +104,14 @@ private:
     uint16_t* gemm_f16_input(int n_tok) const { return n_tok > cuda::GEMV_MAX_TOKENS ? xh_ : nullptr; }
     // x [n_tok][cols] converted into gemm_f16_input(n_tok), for an input no kernel wrote in fp16.
     const uint16_t* to_gemm_f16(const float* x, int n_tok, int64_t cols);
-    // xh: to_gemm_f16(x, ..) (the GEMM's input when n_tok takes it).
+    // The int8 GEMM's input: xh (n_tok x cols, a batch past the GEMV) quantized into xq8_ (act_q8k)
+    // when `takes` (a product of this input runs on int8 tensor cores: cuda::gemm_takes_s8 and
+    // CudaOptions::gemm_int8); null otherwise.
+    const void* gemm_s8_input(const uint16_t* xh, int n_tok, int64_t cols, bool takes);
+    bool takes_s8(const DevWeight& w) const { return xq8_ != nullptr && cuda::gemm_takes_s8(w.fmt()); }
+    // xh: to_gemm_f16(x, ..) (the GEMM's input when n_tok takes it); xq8: gemm_s8_input's.
     void matmul(const DevWeight& w, const float* x, const uint16_t* xh, int n_tok, float* y, cuda::MatOut out,
-                const DevWeight* w2 = nullptr);
+                const DevWeight* w2 = nullptr, const void* xq8 = nullptr);
     // The dp4a GEMV of one matrix (Store or Add) on the 8-bit activations in xq (default xq_).
     void gemv_q8(const DevWeight& w, int n_tok, float* y, cuda::MatOut out, const void* xq = nullptr);
     // Enqueues the layers for n_tokens tokens already in tokens_dev (device) at positions
@@ -226,6 +231,7 @@ private:
     int32_t* topk_ids_ = nullptr;  // [k_max] their ids
     void* xq_ = nullptr;     // act_q8 of [GEMV_MAX_TOKENS][max(n_embd, n_head * head_dim, n_ff)]: 8-bit activations
     void* xq_ff_ = nullptr;  // act_q8 of [GEMV_MAX_TOKENS][n_ff]: the SwiGLU output's 8-bit copy (ffn_down's input)
+    void* xq8_ = nullptr;  // act_q8k of [n_batch][max(n_embd, q_dim, n_ff)]: the int8 GEMM's input (null: not used)
     float* gemm_work_ = nullptr;  // [gemm_work_floats_] split-K partial sums of prefill GEMMs with small grids
     size_t gemm_work_floats_ = 0;
     bool use_q8_ = false;  // every matrix has a dp4a GEMV

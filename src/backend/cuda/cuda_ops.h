@@ -118,7 +118,7 @@ GemmPlan gemm_plan(int64_t rows, int64_t cols, int n_tok, MatOut out, size_t wor
 constexpr int GEMM_MAX_SEG = 3;
 void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, int64_t cols,
                        const uint16_t* x, int n_tok, float* const* y, void* stream, float* work = nullptr,
-                       size_t work_floats = 0);
+                       size_t work_floats = 0, const void* xq8 = nullptr);
 // On tiled Q4_K/Q6_K (gemm_takes_small: every batch but a Q6_K SwiGLU product of more than
 // GEMM_SMALL_CHUNK tokens), launch_gemm(_multi) takes a kernel that decodes the weights into
 // the mma fragments in registers, in chunks of up to GEMM_SMALL_CHUNK tokens (grid y), with
@@ -129,9 +129,12 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
 // a real model, takes gemm_f16_ref's saturated values.)
 constexpr int GEMM_SMALL_CHUNK = 64;
 bool gemm_takes_small(WeightFormat fmt, int n_tok, MatOut out);
-// x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16.
+// x: the activations as fp16 ([n_tok][cols], 16-byte aligned), from launch_to_f16. xq8 (optional):
+// the same activations in the act_q8k layout (launch_quantize_q8k of x); where given and
+// gemm_takes_s8(fmt), the product runs on int8 tensor cores from it instead (below).
 void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
-                 int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0);
+                 int n_tok, float* y, MatOut out, void* stream, float* work = nullptr, size_t work_floats = 0,
+                 const void* xq8 = nullptr);
 // The GEMM's input: n floats (a multiple of 4; x 16-byte, xh 8-byte aligned) as fp16, rounded to
 // nearest and saturated at +-65504 (round_f16_sat), so an outlier cannot become inf.
 void launch_to_f16(const float* x, int64_t n, uint16_t* xh, void* stream);
@@ -139,7 +142,7 @@ void launch_to_f16(const float* x, int64_t n, uint16_t* xh, void* stream);
 // GEMV_MAX_TOKENS tokens) by n_tok.
 void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                    const uint16_t* xh, int n_tok, float* y, MatOut out, void* stream, float* work = nullptr,
-                   size_t work_floats = 0);
+                   size_t work_floats = 0, const void* xq8 = nullptr);
 void matmul_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                 int n_tok, float* y, MatOut out);
 // Twin of the register-decoding GEMM (gemm_takes_small): its weights, activations rounded to fp16,
@@ -155,6 +158,32 @@ void gemm_f16_ref(GgmlType type, const void* w, const void* w2, int64_t rows, in
 void gemm_ref(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x, int n_tok,
               float* y, MatOut out);
 float round_f16_sat(float v);  // the GEMM's input rounding: fp16, saturated at +-65504
+
+// ---- the int8 prefill GEMM (tiled Q4_K) and its input ----
+// act_q8k: `n_tok` rows of `cols` (a multiple of 256) fp16 activations (launch_to_f16's) as 8-bit
+// integers by 256: int8 q [n_tok][cols], then at the next 16-byte boundary (act_q8k_records_at)
+// one 48-byte record per 256 values [n_tok][cols / 256]: for c = 0..3 the fp16 quartet (hi_2c,
+// hi_2c+1, lo_2c, lo_2c+1), where S_j, the sum of q over values [32j, 32j + 32), is 64 hi_j + lo_j
+// with 0 <= lo_j < 64; then d as fp32; then 12 zero bytes. d = amax / 127 (fp32) of the 256 values,
+// q = round-half-even(x * (1 / d)) clamped to +-127 (all zero when amax = 0): Q8_K's block and scale.
+size_t act_q8k_records_at(int n_tok, int64_t cols);
+size_t act_q8k_bytes(int n_tok, int64_t cols);
+// xh (fp16, 16-byte aligned) -> xq (act_q8k, 16-byte aligned).
+void launch_quantize_q8k(const uint16_t* xh, int n_tok, int64_t cols, void* xq, void* stream);
+// Host twin of launch_to_f16 followed by launch_quantize_q8k (a host buffer of act_q8k_bytes).
+void quantize_q8k_ref(const float* x, int n_tok, int64_t cols, void* xq);
+// The int8 GEMM takes tiled Q4_K: every 32-value sub-block's integer dot product of the 4-bit codes
+// and q exact, scaled by the 6-bit sub-block scale into an exact integer per 256 columns, the
+// minima's sum_j m_j S_j exact; per 256 columns acc = fma(d_x, fma(-dmin, msum, d * float(isum)),
+// acc) in fp32. Its twin, gemm_s8_ref, repeats that order (bit for bit without split-K).
+bool gemm_takes_s8(WeightFormat fmt);
+// The engine gives a product the int8 GEMM from this many tokens (CudaOptions::gemm_int8): below,
+// the extra quantization of its input costs more than the GEMM saves (docs/gpu_speed_notes.md).
+constexpr int GEMM_S8_MIN_TOKENS = 129;
+// w, w2: the file's Q4_K rows; xq: a host act_q8k buffer. abs_sum (optional, [n_tok][rows]; SwiGLU:
+// the gate's): sum over the 256-column blocks of |d_x * fma(...)|, the scale of the fp32 rounding.
+void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, float* y,
+                 MatOut out, float* abs_sum = nullptr);
 
 // ---- 8-bit activations: the input of the dp4a GEMV ----
 // `n_tok` rows of `cols` (a multiple of 32) values in blocks of 32, in one buffer: int8 q

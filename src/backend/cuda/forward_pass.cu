@@ -21,10 +21,16 @@ const uint16_t* CudaBackend::to_gemm_f16(const float* x, int n_tok, int64_t cols
     return xh;
 }
 
+const void* CudaBackend::gemm_s8_input(const uint16_t* xh, int n_tok, int64_t cols, bool takes) {
+    if (!takes || xh == nullptr || n_tok < cuda::GEMM_S8_MIN_TOKENS) return nullptr;
+    cuda::launch_quantize_q8k(xh, n_tok, cols, xq8_, stream_);
+    return xq8_;
+}
+
 void CudaBackend::matmul(const DevWeight& w, const float* x, const uint16_t* xh, int n_tok, float* y, cuda::MatOut out,
-                         const DevWeight* w2) {
+                         const DevWeight* w2, const void* xq8) {
     cuda::launch_matmul(w.fmt(), w.data, w2 ? w2->data : nullptr, w.rows, w.cols, x, xh, n_tok, y, out, stream_,
-                        gemm_work_, gemm_work_floats_);
+                        gemm_work_, gemm_work_floats_, xq8);
 }
 
 void CudaBackend::gemv_q8(const DevWeight& w, int n_tok, float* y, cuda::MatOut out, const void* xq) {
@@ -109,6 +115,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     } else {
         uint16_t* hh = gemm_f16_input(n_tokens);  // the norm writes the GEMM's input too
         cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, hh, n_tokens, E, c_.rms_eps, stream_);
+        const void* hq = gemm_s8_input(hh, n_tokens, E, takes_s8(L.wq) || takes_s8(L.wk) || takes_s8(L.wv));
         if (n_tokens > cuda::GEMV_MAX_TOKENS) {
             // Runs of one format in one GEMM grid (Q, K and V in Q4_K_M's Q4_K layers).
             auto one_format = [](const cuda::WeightFormat* f, int k) {
@@ -118,7 +125,7 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
             qkv_groups(L, ys, one_format, [&](const cuda::WeightFormat* fmt, int n_seg, const void* const* w,
                                           const int64_t* rows, float* const* y, int64_t cols) {
                 cuda::launch_gemm_multi(fmt[0], n_seg, w, rows, cols, hh, n_tokens, y, stream_, gemm_work_,
-                                        gemm_work_floats_);
+                                        gemm_work_floats_, hq);
             });
         } else {
             matmul(L.wq, h_, hh, n_tokens, q_, cuda::MatOut::Store);
@@ -200,7 +207,8 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     if (q8) {
         gemv_q8(L.wo, n, x, cuda::MatOut::Add);
     } else {
-        matmul(L.wo, att, to_gemm_f16(att, n, Q), n, x, cuda::MatOut::Add);
+        const uint16_t* ah = to_gemm_f16(att, n, Q);
+        matmul(L.wo, att, ah, n, x, cuda::MatOut::Add, nullptr, gemm_s8_input(ah, n, Q, takes_s8(L.wo)));
     }
     step("wo");
     tap("attn_res", il, x, n, E);
@@ -223,15 +231,17 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     } else {
         uint16_t* hh = gemm_f16_input(n);
         cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, hh, n, E, c_.rms_eps, stream_);
+        const void* hq = gemm_s8_input(hh, n, E, takes_s8(L.w_gate) || takes_s8(L.w_up));
         if (fused_ffn) {
-            matmul(L.w_gate, h_, hh, n, g_, cuda::MatOut::SwiGLU, &L.w_up);
+            matmul(L.w_gate, h_, hh, n, g_, cuda::MatOut::SwiGLU, &L.w_up, hq);
         } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
-            matmul(L.w_gate, h_, hh, n, g_, cuda::MatOut::Store);
-            matmul(L.w_up, h_, hh, n, u_, cuda::MatOut::Store);
+            matmul(L.w_gate, h_, hh, n, g_, cuda::MatOut::Store, nullptr, hq);
+            matmul(L.w_up, h_, hh, n, u_, cuda::MatOut::Store, nullptr, hq);
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n) * c_.n_ff, stream_);
         }
         step("norm + gate_up");
-        matmul(L.w_down, g_, to_gemm_f16(g_, n, c_.n_ff), n, x, cuda::MatOut::Add);
+        const uint16_t* gh = to_gemm_f16(g_, n, c_.n_ff);
+        matmul(L.w_down, g_, gh, n, x, cuda::MatOut::Add, nullptr, gemm_s8_input(gh, n, c_.n_ff, takes_s8(L.w_down)));
     }
     step("down");
     tap("out", il, x, n, E);
@@ -255,7 +265,9 @@ void CudaBackend::logits_rows(int first, int n) {
         gemv_q8(output_, n, logits_dev_, cuda::MatOut::Store);
     } else {
         const float* h = h_ + first * c_.n_embd;
-        matmul(output_, h, to_gemm_f16(h, n, c_.n_embd), n, logits_dev_, cuda::MatOut::Store);
+        const uint16_t* hh = to_gemm_f16(h, n, c_.n_embd);
+        matmul(output_, h, hh, n, logits_dev_, cuda::MatOut::Store, nullptr,
+               gemm_s8_input(hh, n, c_.n_embd, takes_s8(output_)));
     }
     step("logits");
 }

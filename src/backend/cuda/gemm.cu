@@ -375,12 +375,20 @@ void launch_to_f16(const float* x, int64_t n, uint16_t* xh, void* stream) {
 }
 
 void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const uint16_t* x,
-                 int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats) {
+                 int n_tok, float* y, MatOut out, void* stream, float* work, size_t work_floats, const void* xq8) {
     JLLM_ASSERT(n_tok >= 1 && cols % 32 == 0 && rows >= 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
     JLLM_ASSERT(out != MatOut::SwiGLU || w2 != nullptr);
     const GgmlType type = fmt.type;
     JLLM_ASSERT(!fmt.tiled() || (tiles_fit(type, rows, cols) && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                                  reinterpret_cast<uintptr_t>(w2) % 16 == 0));
+    if (xq8 != nullptr && gemm_takes_s8(fmt)) {
+        GemmSegs segs{};
+        segs.w[0] = static_cast<const uint8_t*>(w);
+        segs.y[0] = y;
+        segs.rows[0] = rows;
+        launch_gemm_s8(1, segs, static_cast<const uint8_t*>(w2), cols, xq8, n_tok, out, stream, work, work_floats);
+        return;
+    }
     if (gemm_takes_small(fmt, n_tok, out)) {
         GemmSegs segs{};
         segs.w[0] = static_cast<const uint8_t*>(w);
@@ -430,17 +438,20 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
 }
 
 void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const int64_t* rows, int64_t cols,
-                       const uint16_t* x, int n_tok, float* const* y, void* stream, float* work, size_t work_floats) {
+                       const uint16_t* x, int n_tok, float* const* y, void* stream, float* work, size_t work_floats,
+                       const void* xq8) {
     JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMM_MAX_SEG && n_tok >= 1 && cols % 32 == 0 &&
                 reinterpret_cast<uintptr_t>(x) % 16 == 0);
-    if (gemm_takes_small(fmt, n_tok, MatOut::Store)) {
+    const bool s8 = xq8 != nullptr && gemm_takes_s8(fmt);
+    if (s8 || gemm_takes_small(fmt, n_tok, MatOut::Store)) {
         GemmSegs segs{};
         for (int s = 0; s < n_seg; ++s) {
             segs.w[s] = static_cast<const uint8_t*>(w[s]);
             segs.y[s] = y[s];
             segs.rows[s] = rows[s];
         }
-        launch_gemm_small(fmt.type, n_seg, segs, nullptr, cols, x, n_tok, MatOut::Store, stream, work, work_floats);
+        if (s8) launch_gemm_s8(n_seg, segs, nullptr, cols, xq8, n_tok, MatOut::Store, stream, work, work_floats);
+        else launch_gemm_small(fmt.type, n_seg, segs, nullptr, cols, x, n_tok, MatOut::Store, stream, work, work_floats);
         return;
     }
     // Untiled formats: a launch per matrix (tiled ones take kernel_gemm_small's one grid above).
@@ -451,12 +462,12 @@ void launch_gemm_multi(WeightFormat fmt, int n_seg, const void* const* w, const 
 
 void launch_matmul(WeightFormat fmt, const void* w, const void* w2, int64_t rows, int64_t cols, const float* x,
                    const uint16_t* xh, int n_tok, float* y, MatOut out, void* stream, float* work,
-                   size_t work_floats) {
+                   size_t work_floats, const void* xq8) {
     if (n_tok <= GEMV_MAX_TOKENS) {
         launch_gemv(fmt, w, w2, rows, cols, x, n_tok, y, out, stream);
     } else {
         JLLM_ASSERT(xh != nullptr);
-        launch_gemm(fmt, w, w2, rows, cols, xh, n_tok, y, out, stream, work, work_floats);
+        launch_gemm(fmt, w, w2, rows, cols, xh, n_tok, y, out, stream, work, work_floats, xq8);
     }
 }
 

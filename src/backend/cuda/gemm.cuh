@@ -7,8 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/weight_tiles.cuh"
 
 namespace jllm {
 namespace cuda {
@@ -81,10 +84,147 @@ void launch_splitk_reduce(const float* work, int split, int64_t n, float* y, boo
 // [split][n_tok][2 * rows] (gate | up) in work, added in order.
 void launch_splitk_reduce_swiglu(const float* work, int split, int n_tok, int64_t rows, float* y, void* stream);
 
+// ---- what the two register-decoding GEMMs share (gemm_small.cu: fp16 activations; gemm_s8.cu:
+// act_q8k on int8 tensor cores): a block of REG_TILES weight tiles (128 rows; SwiGLU 64 gate + 64
+// up), one m16 tile per warp, a batch in token chunks (grid y), split-K over block columns (grid z).
+constexpr int REG_TILES = 16;                          // weight tiles per block
+constexpr int REG_THREADS = REG_TILES / 2 * WARP;      // a warp per two tiles (one m16 tile)
+constexpr int64_t REG_BLOCK_START = 1;  // a block's first stage, copied with nothing to overlap (block columns)
+
+// Row of tile slot q (0: fragment rows g, 1: rows g + 8) of warp v in the block starting at row r0
+// (SwiGLU: the gate row and the up row r0 + 8v + g).
+__host__ __device__ __forceinline__ int64_t reg_slot_row(bool swiglu, int64_t r0, int v, int q) {
+    return swiglu ? r0 + 8 * v : r0 + 16 * v + 8 * q;
+}
+
+#ifdef __CUDACC__
+// A register-decoding block's share of the grid: its segment's weights, output (advanced to its
+// split part and token chunk) and rows, the SwiGLU and split-K modes, its token chunk of up to
+// `chunk` tokens (grid y), its block columns of 256 (grid z's part) and its first row.
+struct RegBlock {
+    const uint8_t* w;
+    float* y;
+    int64_t rows, ystride, nb, kb_first, kb_last, r0;
+    int tok0, n_loc;
+    bool swiglu, partial;
+    __device__ RegBlock(const GemmSegs& segs, int64_t cols, int n_tok, int out_mode, int chunk) {
+        int64_t bx = blockIdx.x;
+        const int seg = bx < segs.block_end[0] ? 0 : (bx < segs.block_end[1] ? 1 : 2);
+        bx -= seg == 0 ? 0 : (seg == 1 ? segs.block_end[0] : segs.block_end[1]);
+        w = seg == 0 ? segs.w[0] : (seg == 1 ? segs.w[1] : segs.w[2]);
+        y = seg == 0 ? segs.y[0] : (seg == 1 ? segs.y[1] : segs.y[2]);
+        rows = seg == 0 ? segs.rows[0] : (seg == 1 ? segs.rows[1] : segs.rows[2]);
+        swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
+        partial = gridDim.z > 1;
+        ystride = partial && swiglu ? 2 * rows : rows;
+        if (partial) y += static_cast<int64_t>(blockIdx.z) * n_tok * ystride;
+        tok0 = static_cast<int>(blockIdx.y) * chunk;
+        n_loc = min(chunk, n_tok - tok0);
+        y += static_cast<int64_t>(tok0) * ystride;
+        nb = cols / 256;
+        kb_first = nb * blockIdx.z / gridDim.z;
+        kb_last = nb * (blockIdx.z + 1) / gridDim.z;
+        r0 = bx * (swiglu ? MMA_BM / 2 : MMA_BM);
+    }
+};
+
+// The block's walk over its block columns through two shared-memory stages of stage_bytes:
+// issue(kb, stage) copies block column kb into a stage (nothing from kb_last on) and commits the
+// group; compute(stage) runs on each landed column where `run` (the warp holds rows). One
+// barrier per column, after which the stage computed last is free for the next copy.
+template <typename Issue, typename Compute>
+__device__ __forceinline__ void reg_gemm_walk(const RegBlock& blk, uint8_t* smem, int stage_bytes, bool run,
+                                              Issue&& issue, Compute&& compute) {
+    const int64_t n_iter = blk.kb_last - blk.kb_first;
+    issue(blk.kb_first, 0);
+    for (int64_t i = 0; i < n_iter; ++i) {
+        cp_async_wait<0>();  // block column i has landed (this thread's copies) ...
+        __syncthreads();     // ... for every thread; and every warp is done with column i - 1's stage
+        issue(blk.kb_first + i + 1, static_cast<int>((i + 1) % 2));
+        if (run) compute(smem + (i % 2) * stage_bytes);
+    }
+}
+
+// cp.async of the block's REG_TILES weight tiles of block column kb into sw (tile k: slot k % 2
+// of warp k / 2; SwiGLU: odd slots from w2), their units permuted as TileFmt<T>::staged_unit;
+// tiles past the last row are not copied.
+template <GgmlType T>
+__device__ __forceinline__ void stage_reg_tiles(uint8_t* sw, int tid, const uint8_t* w, const uint8_t* w2, bool swiglu,
+                                                int64_t r0, int64_t rows, int64_t nb, int64_t kb) {
+    using F = TileFmt<T>;
+    constexpr int UNITS = F::BYTES / 16;
+    for (int u = tid; u < REG_TILES * UNITS; u += REG_THREADS) {
+        const int k = u / UNITS, o = u - k * UNITS;
+        const int64_t r = reg_slot_row(swiglu, r0, k / 2, k % 2);
+        if (r < rows) {
+            const uint8_t* m = swiglu && (k & 1) ? w2 : w;
+            cp_async16(sw + k * F::BYTES + 16 * F::staged_unit(o), tile_of<T>(m, nb, r, kb * 8) + 16 * o);
+        }
+    }
+}
+#endif
+
+// Token chunks of a register-decoding product: up to GEMM_SMALL_CHUNK tokens each, as even as
+// whole n8 tiles allow (65 tokens: two chunks of 40 and 25); n8: n8 tiles per chunk.
+struct RegChunks {
+    int chunks = 1;
+    int n8 = 1;
+};
+inline RegChunks reg_chunks(int n_tok) {
+    RegChunks c;
+    c.chunks = (n_tok + GEMM_SMALL_CHUNK - 1) / GEMM_SMALL_CHUNK;
+    c.n8 = ((n_tok + c.chunks - 1) / c.chunks + 7) / 8;
+    return c;
+}
+
+// The grid of a register-decoding product of n_seg segments (segs: weights, outputs, rows) in
+// `chunks` token chunks: every segment's row blocks side by side (block_end set here), split-K
+// parts where the work buffer holds them (the outputs then point into work), launch(grid, segs,
+// mode) for the product, then the ordered reductions into the outputs.
+template <typename Launch>
+void launch_reg_gemm(const void* kernel, size_t smem, int n_seg, GemmSegs segs, int64_t cols, int n_tok, int chunks,
+                     MatOut out, void* stream, float* work, size_t work_floats, Launch&& launch) {
+    int64_t blocks = 0, all_rows = 0;
+    for (int s = 0; s < n_seg; ++s) {
+        blocks += gemm_row_blocks(segs.rows[s], out);
+        segs.block_end[s] = blocks;
+        all_rows += segs.rows[s];
+    }
+    for (int s = n_seg; s < GEMM_MAX_SEG; ++s) segs.block_end[s] = blocks;
+    const size_t per_split = static_cast<size_t>(n_tok) * all_rows * (out == MatOut::SwiGLU ? 2 : 1);
+    float* y_final[GEMM_MAX_SEG] = {segs.y[0], segs.y[1], segs.y[2]};
+    const int64_t n_kb = cols / 256;
+    const int64_t resident = std::max(1, resident_blocks(kernel, REG_THREADS, smem));
+    const int split = work != nullptr ? gemm_split(blocks * chunks, n_kb, static_cast<int64_t>(work_floats / per_split),
+                                                   resident, REG_BLOCK_START)
+                                      : 1;
+    if (split > 1) {
+        int64_t row_off = 0;
+        for (int s = 0; s < n_seg; ++s) {
+            segs.y[s] = work + static_cast<int64_t>(split) * n_tok * row_off * (out == MatOut::SwiGLU ? 2 : 1);
+            row_off += segs.rows[s];
+        }
+    }
+    const int mode = split > 1 && out != MatOut::SwiGLU ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
+    launch(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks), static_cast<unsigned>(split)), segs, mode);
+    if (split == 1) return;
+    for (int s = 0; s < n_seg; ++s) {
+        const int64_t n = static_cast<int64_t>(n_tok) * segs.rows[s];
+        if (out == MatOut::SwiGLU) {
+            launch_splitk_reduce_swiglu(segs.y[s], split, n_tok, segs.rows[s], y_final[s], stream);
+        } else {
+            launch_splitk_reduce(segs.y[s], split, n, y_final[s], out == MatOut::Add, stream);
+        }
+    }
+}
+
 // The register-decoding product of n_seg segments (segs: weights, outputs, rows; block_end unset) or a
 // SwiGLU product (one segment, w2 its up matrix): the grid, split parts in work, the reductions.
 void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w2, int64_t cols, const uint16_t* x,
                        int n_tok, MatOut out, void* stream, float* work, size_t work_floats);
+// The same on int8 tensor cores (tiled Q4_K; gemm_takes_s8) from xq in the act_q8k layout.
+void launch_gemm_s8(int n_seg, GemmSegs segs, const uint8_t* w2, int64_t cols, const void* xq, int n_tok, MatOut out,
+                    void* stream, float* work, size_t work_floats);
 
 }  // namespace cuda
 }  // namespace jllm

@@ -23,7 +23,6 @@
 // the instruction cache (docs/gpu_speed_notes.md).
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,11 +40,10 @@ namespace cuda {
 
 namespace {
 
-constexpr int SMALL_TILES = 16;  // weight tiles per block: 128 rows (SwiGLU: 64 gate + 64 up)
+constexpr int SMALL_TILES = REG_TILES;  // weight tiles per block: 128 rows (SwiGLU: 64 gate + 64 up)
 constexpr int SMALL_MT = 1;      // m16 tiles per warp
-constexpr int SMALL_THREADS = SMALL_TILES / (2 * SMALL_MT) * WARP;
+constexpr int SMALL_THREADS = REG_THREADS;
 constexpr int SMALL_STAGES = 2;  // block columns in shared memory: one computed, one arriving
-constexpr int64_t SMALL_BLOCK_START = 1;  // a block's first stage, copied with nothing to overlap (block columns)
 constexpr int SMALL_ACT_PITCH = 544;  // bytes per token of a staged block column (512 + 32)
 
 // Byte offset of 8-byte unit u (0..7) of 32-column group G (0..7) of token t in a staged block
@@ -80,57 +78,32 @@ __global__ void __launch_bounds__(SMALL_THREADS)
     constexpr int THREADS = SMALL_THREADS;
     constexpr int ACT_BYTES = N_TOK * 8 * SMALL_ACT_PITCH;
     constexpr int STAGE = small_stage_bytes<T, N_TOK>();
-    int64_t bx = blockIdx.x;
-    const int seg = bx < segs.block_end[0] ? 0 : (bx < segs.block_end[1] ? 1 : 2);
-    bx -= seg == 0 ? 0 : (seg == 1 ? segs.block_end[0] : segs.block_end[1]);
-    const uint8_t* w = seg == 0 ? segs.w[0] : (seg == 1 ? segs.w[1] : segs.w[2]);
-    float* y = seg == 0 ? segs.y[0] : (seg == 1 ? segs.y[1] : segs.y[2]);
-    const int64_t rows = seg == 0 ? segs.rows[0] : (seg == 1 ? segs.rows[1] : segs.rows[2]);
-
+    const RegBlock blk(segs, cols, n_tok, out_mode, N_TOK * 8);
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     const int g = lane >> 2, c = lane & 3;
-    const bool swiglu = out_mode == static_cast<int>(MatOut::SwiGLU);
-    const bool partial = gridDim.z > 1;
-    const int64_t ystride = partial && swiglu ? 2 * rows : rows;
-    if (partial) y += static_cast<int64_t>(blockIdx.z) * n_tok * ystride;
-    // Token chunk blockIdx.y: tokens [tok0, tok0 + n_loc) of the batch.
-    const int tok0 = static_cast<int>(blockIdx.y) * N_TOK * 8;
-    const int n_loc = min(N_TOK * 8, n_tok - tok0);
-    x += static_cast<int64_t>(tok0) * cols;
-    y += static_cast<int64_t>(tok0) * ystride;
-    const int64_t nb = cols / 256;
-    const int64_t kb_first = nb * blockIdx.z / gridDim.z, kb_last = nb * (blockIdx.z + 1) / gridDim.z;
-    const int64_t r0 = bx * (swiglu ? MMA_BM / 2 : MMA_BM);
+    x += static_cast<int64_t>(blk.tok0) * cols;
 
-    // Tile slot q (0..Q - 1) of warp v: fragment rows g (q even) or g + 8 (q odd) of m16 tile q / 2.
-    auto slot_row = [&](int v, int q) -> int64_t { return swiglu ? r0 + v * 8 * MT + 8 * (q >> 1) : r0 + v * 16 * MT + 8 * q; };
+    // Tile slot q (0, 1) of warp v: fragment rows g or g + 8 of its m16 tile.
+    static_assert(MT == 1, "reg_slot_row: one m16 tile per warp");
+    auto slot_row = [&](int v, int q) -> int64_t { return reg_slot_row(blk.swiglu, blk.r0, v, q); };
 
     auto issue = [&](int64_t kb, int st) {
-        if (kb < kb_last) {
+        if (kb < blk.kb_last) {
             uint8_t* sb = smem + st * STAGE;
             const uint16_t* xk = x + kb * 256;
-            for (int p = tid; p < n_loc * 64; p += THREADS) {
+            for (int p = tid; p < blk.n_loc * 64; p += THREADS) {
                 const int t = p >> 6, u = p & 63;
                 cp_async8(sb + sg_act_offset(t, u >> 3, u & 7), xk + static_cast<int64_t>(t) * cols + 4 * u);
             }
-            constexpr int UNITS = F::BYTES / 16;
-            uint8_t* sw = sb + ACT_BYTES;
-            for (int u = tid; u < SMALL_TILES * UNITS; u += THREADS) {
-                const int k = u / UNITS, o = u - k * UNITS;
-                const int64_t r = slot_row(k / Q, k % Q);
-                if (r < rows) {
-                    const uint8_t* m = swiglu && (k & 1) ? w2 : w;
-                    cp_async16(sw + k * F::BYTES + 16 * F::staged_unit(o), tile_of<T>(m, nb, r, kb * 8) + 16 * o);
-                }
-            }
+            stage_reg_tiles<T>(sb + ACT_BYTES, tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb, kb);
         }
         cp_async_commit();
     };
 
     bool valid[Q];
 #pragma unroll
-    for (int q = 0; q < Q; ++q) valid[q] = slot_row(warp, q) < rows;
+    for (int q = 0; q < Q; ++q) valid[q] = slot_row(warp, q) < blk.rows;
 
     float acc[MT][N_TOK][4];
 #pragma unroll
@@ -310,22 +283,15 @@ __global__ void __launch_bounds__(SMALL_THREADS)
         }
     };
 
-    static_assert(SMALL_STAGES == 2, "the wait below counts one group in flight");
-    const int64_t n_iter = kb_last - kb_first;
-    issue(kb_first, 0);
-    for (int64_t i = 0; i < n_iter; ++i) {
-        cp_async_wait<0>();  // block column i has landed (this thread's copies) ...
-        __syncthreads();     // ... for every thread; and every warp is done with column i - 1's stage
-        issue(kb_first + i + 1, static_cast<int>((i + 1) % SMALL_STAGES));
-        if (valid[0]) compute(smem + (i % SMALL_STAGES) * STAGE);
-    }
+    static_assert(SMALL_STAGES == 2, "reg_gemm_walk's two stages");
+    reg_gemm_walk(blk, smem, STAGE, valid[0], issue, compute);
 
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int nt = 0; nt < N_TOK; ++nt) {
-            const int64_t r = swiglu ? r0 + warp * 8 * MT + 8 * mt + g : r0 + warp * 16 * MT + 16 * mt + g;
-            store_acc(y, rows, n_loc, ystride, swiglu, partial, out_mode, r, r, nt * 8 + 2 * c, acc[mt][nt]);
+            const int64_t r = blk.swiglu ? blk.r0 + warp * 8 * MT + 8 * mt + g : blk.r0 + warp * 16 * MT + 16 * mt + g;
+            store_acc(blk.y, blk.rows, blk.n_loc, blk.ystride, blk.swiglu, blk.partial, out_mode, r, r, nt * 8 + 2 * c, acc[mt][nt]);
         }
     }
 }
@@ -338,52 +304,22 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
                        int n_tok, MatOut out, void* stream, float* work, size_t work_floats) {
     JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
     JLLM_ASSERT(out != MatOut::SwiGLU || (n_seg == 1 && w2 != nullptr));
-    // Chunks of at most GEMM_SMALL_CHUNK tokens (grid y), as even as whole n8 tiles allow.
-    const int chunks = (n_tok + GEMM_SMALL_CHUNK - 1) / GEMM_SMALL_CHUNK;
-    const int nt = ((n_tok + chunks - 1) / chunks + 7) / 8;
-    int64_t blocks = 0, all_rows = 0;
     for (int s = 0; s < n_seg; ++s) {
         JLLM_ASSERT(segs.rows[s] >= 1 && tiles_fit(type, segs.rows[s], cols) && reinterpret_cast<uintptr_t>(segs.w[s]) % 16 == 0);
-        blocks += gemm_row_blocks(segs.rows[s], out);
-        segs.block_end[s] = blocks;
-        all_rows += segs.rows[s];
     }
-    for (int s = n_seg; s < GEMM_MAX_SEG; ++s) segs.block_end[s] = blocks;
-    const size_t per_split = static_cast<size_t>(n_tok) * all_rows * (out == MatOut::SwiGLU ? 2 : 1);
-    float* y_final[GEMM_MAX_SEG] = {segs.y[0], segs.y[1], segs.y[2]};
+    const RegChunks ch = reg_chunks(n_tok);
     const bool ok = dispatch_tiled_type(type, [&](auto tag) {
         constexpr GgmlType T = decltype(tag)::value;
         auto run = [&](auto kernel, size_t stage_bytes) {
             const size_t smem = stage_bytes * SMALL_STAGES;
             allow_dynamic_smem(kernel, smem);
-            const int64_t n_kb = cols / 256;
-            const int64_t resident =
-                std::max(1, resident_blocks(reinterpret_cast<const void*>(kernel), SMALL_THREADS, smem));
-            const int split = work != nullptr ? gemm_split(blocks * chunks, n_kb, static_cast<int64_t>(work_floats / per_split),
-                                                           resident, SMALL_BLOCK_START)
-                                              : 1;
-            if (split > 1) {
-                int64_t row_off = 0;
-                for (int s = 0; s < n_seg; ++s) {
-                    segs.y[s] = work + static_cast<int64_t>(split) * n_tok * row_off * (out == MatOut::SwiGLU ? 2 : 1);
-                    row_off += segs.rows[s];
-                }
-            }
-            const int mode = split > 1 && out != MatOut::SwiGLU ? static_cast<int>(MatOut::Store) : static_cast<int>(out);
-            const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks), static_cast<unsigned>(split));
-            kernel<<<grid, SMALL_THREADS, smem, as_stream(stream)>>>(segs, w2, cols, x, n_tok, mode);
-            JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_small");
-            if (split == 1) return;
-            for (int s = 0; s < n_seg; ++s) {
-                const int64_t n = static_cast<int64_t>(n_tok) * segs.rows[s];
-                if (out == MatOut::SwiGLU) {
-                    launch_splitk_reduce_swiglu(segs.y[s], split, n_tok, segs.rows[s], y_final[s], stream);
-                } else {
-                    launch_splitk_reduce(segs.y[s], split, n, y_final[s], out == MatOut::Add, stream);
-                }
-            }
+            launch_reg_gemm(reinterpret_cast<const void*>(kernel), smem, n_seg, segs, cols, n_tok, ch.chunks, out, stream,
+                            work, work_floats, [&](dim3 grid, const GemmSegs& sg, int mode) {
+                                kernel<<<grid, SMALL_THREADS, smem, as_stream(stream)>>>(sg, w2, cols, x, n_tok, mode);
+                                JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_small");
+                            });
         };
-        switch (nt) {
+        switch (ch.n8) {
             case 1: run(kernel_gemm_small<T, 1>, small_stage_bytes<T, 1>()); break;
             case 2: run(kernel_gemm_small<T, 2>, small_stage_bytes<T, 2>()); break;
             case 3: run(kernel_gemm_small<T, 3>, small_stage_bytes<T, 3>()); break;

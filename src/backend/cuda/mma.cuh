@@ -22,6 +22,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
                  : "r"(smem_addr(p)));
 }
 
+// Two 8x8 b16 matrices; lanes 0..15 give the row addresses (8i..8i+7: matrix i).
+__device__ __forceinline__ void ldmatrix_x2(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(p)));
+}
+
 // The same, each matrix transposed (a row-major k x n tile read as the "col" B operand).
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -45,6 +52,15 @@ __device__ __forceinline__ void mma_16832_s8(int* c, const uint32_t* a, uint32_t
         "{%0, %1, %2, %3};\n"
         : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d (16x8, s32) = a (16x32, s8, row) * b (32x8, s8, col): a fresh product, no accumulator read.
+__device__ __forceinline__ void mma_16832_s8_new(int* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
 }
 
 __device__ __forceinline__ float clamp_f16_range(float v) { return fminf(fmaxf(v, -65504.0f), 65504.0f); }

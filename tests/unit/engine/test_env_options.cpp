@@ -15,7 +15,7 @@ namespace {
 
 const char* const KNOBS[] = {"JLLM_CPU_SIMD",        "JLLM_CUDA_GRAPH",      "JLLM_CUDA_PROFILE",
                              "JLLM_CUDA_SYNC_CHECK", "JLLM_CUDA_WARMUP",     "JLLM_CUDA_ATTN_KERNEL",
-                             "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS"};
+                             "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS", "JLLM_CUDA_GEMM"};
 
 // Every knob unset for the test's scope (and after it).
 struct CleanEnv {
@@ -39,6 +39,7 @@ TEST(BackendOptions, DefaultsWithoutTheEnvironment) {
     EXPECT_EQ(o.cuda.attention.kernel, cuda::AttnKernel::Auto);
     EXPECT_EQ(o.cuda.attention.decode_warps, cuda::ATTN_DECODE_WARPS_DEFAULT);
     EXPECT_EQ(o.cuda.attn_max_split, cuda::ATTN_MAX_SPLIT);
+    EXPECT_TRUE(o.cuda.gemm_int8);
 }
 
 TEST(BackendOptions, EveryKnobTakesItsValues) {
@@ -51,6 +52,7 @@ TEST(BackendOptions, EveryKnobTakesItsValues) {
     ::setenv("JLLM_CUDA_ATTN_KERNEL", "simt", 1);
     ::setenv("JLLM_CUDA_ATTN_WARPS", "2", 1);
     ::setenv("JLLM_CUDA_ATTN_SPLITS", "16", 1);
+    ::setenv("JLLM_CUDA_GEMM", "fp16", 1);
     const BackendOptions o = backend_options_from_env();
     EXPECT_EQ(o.cpu.simd, SimdLevel::Scalar);
     EXPECT_FALSE(o.cuda.graphs);
@@ -60,13 +62,15 @@ TEST(BackendOptions, EveryKnobTakesItsValues) {
     EXPECT_EQ(o.cuda.attention.kernel, cuda::AttnKernel::Simt);
     EXPECT_EQ(o.cuda.attention.decode_warps, 2);
     EXPECT_EQ(o.cuda.attn_max_split, 16);
+    EXPECT_FALSE(o.cuda.gemm_int8);
 }
 
 // A value outside the allowed ones is an error that names the knob (never silently ignored).
 TEST(BackendOptions, BadKnobValueIsAnError) {
     CleanEnv env;
     for (const char* knob : {"JLLM_CUDA_GRAPH", "JLLM_CUDA_PROFILE", "JLLM_CUDA_SYNC_CHECK", "JLLM_CUDA_WARMUP",
-                             "JLLM_CUDA_ATTN_KERNEL", "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS"}) {
+                             "JLLM_CUDA_ATTN_KERNEL", "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS",
+                             "JLLM_CUDA_GEMM"}) {
         SCOPED_TRACE(knob);
         ASSERT_EQ(::setenv(knob, "3x", 1), 0);
         try {
