@@ -265,9 +265,7 @@ void CudaBackend::logits_rows(int first, int n) {
         gemv_q8(output_, n, logits_dev_, cuda::MatOut::Store);
     } else {
         const float* h = h_ + first * c_.n_embd;
-        const uint16_t* hh = to_gemm_f16(h, n, c_.n_embd);
-        matmul(output_, h, hh, n, logits_dev_, cuda::MatOut::Store, nullptr,
-               gemm_s8_input(hh, n, c_.n_embd, takes_s8(output_)));
+        matmul(output_, h, to_gemm_f16(h, n, c_.n_embd), n, logits_dev_, cuda::MatOut::Store);
     }
     step("logits");
 }

@@ -381,20 +381,15 @@ void launch_gemm(WeightFormat fmt, const void* w, const void* w2, int64_t rows, 
     const GgmlType type = fmt.type;
     JLLM_ASSERT(!fmt.tiled() || (tiles_fit(type, rows, cols) && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                                  reinterpret_cast<uintptr_t>(w2) % 16 == 0));
-    if (xq8 != nullptr && gemm_takes_s8(fmt)) {
+    const bool s8 = xq8 != nullptr && gemm_takes_s8(fmt);
+    if (s8 || gemm_takes_small(fmt, n_tok, out)) {
         GemmSegs segs{};
         segs.w[0] = static_cast<const uint8_t*>(w);
         segs.y[0] = y;
         segs.rows[0] = rows;
-        launch_gemm_s8(1, segs, static_cast<const uint8_t*>(w2), cols, xq8, n_tok, out, stream, work, work_floats);
-        return;
-    }
-    if (gemm_takes_small(fmt, n_tok, out)) {
-        GemmSegs segs{};
-        segs.w[0] = static_cast<const uint8_t*>(w);
-        segs.y[0] = y;
-        segs.rows[0] = rows;
-        launch_gemm_small(type, 1, segs, static_cast<const uint8_t*>(w2), cols, x, n_tok, out, stream, work, work_floats);
+        const uint8_t* up = static_cast<const uint8_t*>(w2);
+        if (s8) launch_gemm_s8(1, segs, up, cols, xq8, n_tok, out, stream, work, work_floats);
+        else launch_gemm_small(type, 1, segs, up, cols, x, n_tok, out, stream, work, work_floats);
         return;
     }
     const GemmGeom geo =

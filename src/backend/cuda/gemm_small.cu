@@ -40,9 +40,7 @@ namespace cuda {
 
 namespace {
 
-constexpr int SMALL_TILES = REG_TILES;  // weight tiles per block: 128 rows (SwiGLU: 64 gate + 64 up)
 constexpr int SMALL_MT = 1;      // m16 tiles per warp
-constexpr int SMALL_THREADS = REG_THREADS;
 constexpr int SMALL_STAGES = 2;  // block columns in shared memory: one computed, one arriving
 constexpr int SMALL_ACT_PITCH = 544;  // bytes per token of a staged block column (512 + 32)
 
@@ -63,19 +61,19 @@ __device__ __forceinline__ float code_f(uint32_t q) { return __int_as_float(0x4B
 
 template <GgmlType T, int N_TOK>
 __host__ __device__ constexpr int small_stage_bytes() {
-    return N_TOK * 8 * SMALL_ACT_PITCH + SMALL_TILES * TileFmt<T>::BYTES;
+    return N_TOK * 8 * SMALL_ACT_PITCH + REG_TILES * TileFmt<T>::BYTES;
 }
 
 // segs: up to GEMM_MAX_SEG matrices of one width (a plain product is one segment); w2: the up
 // matrix of a SwiGLU product (one segment). Split-K (grid z > 1): block z takes block columns
 // [z * NB / Z, (z + 1) * NB / Z) and stores partial sums as kernel_gemm_mma does.
 template <GgmlType T, int N_TOK>
-__global__ void __launch_bounds__(SMALL_THREADS)
+__global__ void __launch_bounds__(REG_THREADS)
     kernel_gemm_small(GemmSegs segs, const uint8_t* __restrict__ w2, int64_t cols, const uint16_t* __restrict__ x,
                       int n_tok, int out_mode) {
     using F = TileFmt<T>;
     constexpr int MT = SMALL_MT, Q = 2 * MT;  // tile slots per warp
-    constexpr int THREADS = SMALL_THREADS;
+    constexpr int THREADS = REG_THREADS;
     constexpr int ACT_BYTES = N_TOK * 8 * SMALL_ACT_PITCH;
     constexpr int STAGE = small_stage_bytes<T, N_TOK>();
     const RegBlock blk(segs, cols, n_tok, out_mode, N_TOK * 8);
@@ -315,7 +313,7 @@ void launch_gemm_small(GgmlType type, int n_seg, GemmSegs segs, const uint8_t* w
             allow_dynamic_smem(kernel, smem);
             launch_reg_gemm(reinterpret_cast<const void*>(kernel), smem, n_seg, segs, cols, n_tok, ch.chunks, out, stream,
                             work, work_floats, [&](dim3 grid, const GemmSegs& sg, int mode) {
-                                kernel<<<grid, SMALL_THREADS, smem, as_stream(stream)>>>(sg, w2, cols, x, n_tok, mode);
+                                kernel<<<grid, REG_THREADS, smem, as_stream(stream)>>>(sg, w2, cols, x, n_tok, mode);
                                 JLLM_CUDA_LAUNCH_CHECK("kernel_gemm_small");
                             });
         };
