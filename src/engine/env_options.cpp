@@ -30,6 +30,18 @@ bool switch_knob(const char* name, bool fallback) {
     return v == nullptr ? fallback : v[0] == '1';
 }
 
+// A whole number in [lo, hi]: `fallback` when unset.
+int int_knob(const char* name, int lo, int hi, int fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || v[0] == '\0') return fallback;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || n < lo || n > hi) {
+        throw JllmError(strfmt("%s: '%s' is not a whole number in %d..%d", name, v, lo, hi));
+    }
+    return static_cast<int>(n);
+}
+
 }  // namespace
 
 BackendOptions backend_options_from_env() {
@@ -45,14 +57,9 @@ BackendOptions backend_options_from_env() {
     }
     if (const char* v = knob("JLLM_CUDA_GEMM", {"int8", "fp16"})) c.gemm_int8 = std::strcmp(v, "int8") == 0;
     if (const char* v = knob("JLLM_CUDA_ATTN_WARPS", {"1", "2", "4"})) c.attention.decode_warps = std::atoi(v);
-    if (const char* v = std::getenv("JLLM_CUDA_ATTN_SPLITS"); v != nullptr && v[0] != '\0') {
-        char* end = nullptr;
-        const long n = std::strtol(v, &end, 10);
-        if (end == v || *end != '\0' || n < 1 || n > cuda::ATTN_MAX_SPLIT) {
-            throw JllmError(strfmt("JLLM_CUDA_ATTN_SPLITS: '%s' is not a whole number in 1..%d", v, cuda::ATTN_MAX_SPLIT));
-        }
-        c.attn_max_split = static_cast<int>(n);
-    }
+    c.attn_max_split = int_knob("JLLM_CUDA_ATTN_SPLITS", 1, cuda::ATTN_MAX_SPLIT, c.attn_max_split);
+    c.gemm_int8_min_tokens =
+        int_knob("JLLM_CUDA_GEMM_S8_MIN", cuda::GEMV_MAX_TOKENS + 1, 1 << 20, c.gemm_int8_min_tokens);
     return o;
 }
 

@@ -17,7 +17,8 @@ namespace jllm {
 //   JLLM_CUDA_SYNC_CHECK   0|1     1: synchronize and check after every step (graphs off)
 //   JLLM_CUDA_WARMUP       0|1     0: no warm-up at load (what a first request pays without it)
 //   JLLM_CUDA_ATTN_KERNEL  auto|simt   simt: the fp32 SIMT attention kernels only
-//   JLLM_CUDA_GEMM         int8|fp16   prefill products of tiled Q4_K (129+ tokens) on int8 (default) or fp16 tensor cores
+//   JLLM_CUDA_GEMM         int8|fp16   prefill products of tiled Q4_K on int8 (default) or fp16 tensor cores
+//   JLLM_CUDA_GEMM_S8_MIN  5..2^20 the smallest batch the int8 GEMM takes (default GEMM_S8_MIN_TOKENS)
 //   JLLM_CUDA_ATTN_WARPS   1|2|4   warps per block of the group-shared decode-attention kernel
 //   JLLM_CUDA_ATTN_SPLITS  1..256  at most this many attention splits of the KV range (decode, short prefills)
 // A value outside the allowed ones throws JllmError naming the variable.

@@ -42,6 +42,24 @@ void stage_tile_host(GgmlType type, const void* tile, void* staged) {
     });
 }
 
+void stage_tile_by_threads_host(GgmlType type, const void* tile, void* staged) {
+    with_tiled_type(type, [&](auto tag) {
+        constexpr GgmlType T = decltype(tag)::value;
+        constexpr int UNITS = TileFmt<T>::BYTES / 16;
+        int copies[UNITS] = {};
+        for (int l = 0; l < 16; ++l) {
+            for (int m = 0; m < tile_copies_per_thread<T>(); ++m) {
+                int src = 0, dst = 0;
+                if (!tile_copy_unit<T>(l, m, src, dst)) continue;
+                JLLM_ASSERT(src >= 0 && src < UNITS && dst >= 0 && dst < UNITS);
+                ++copies[src];
+                std::memcpy(static_cast<uint8_t*>(staged) + 16 * dst, static_cast<const uint8_t*>(tile) + 16 * src, 16);
+            }
+        }
+        for (int o = 0; o < UNITS; ++o) JLLM_ASSERT(copies[o] == 1);
+    });
+}
+
 void dequant_chunk_staged_host(GgmlType type, const void* staged, int i, int j, float* out) {
     JLLM_ASSERT(i >= 0 && i < TILE_ROWS && j >= 0 && j < 8);
     with_tiled_type(type, [&](auto tag) {

@@ -113,13 +113,14 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
     const size_t xh_bytes = n_batch_ > cuda::GEMV_MAX_TOKENS ? B * static_cast<size_t>(widest) * sizeof(uint16_t) : 0;
     if (xh_bytes > 0) xh_ = static_cast<uint16_t*>(alloc(xh_bytes));
     // The int8 GEMM's input where a layer's product takes it (tiled Q4_K; every width a multiple of
-    // 256). The logits never do: their passes of LOGIT_ROWS are below GEMM_S8_MIN_TOKENS.
-    static_assert(LOGIT_ROWS < cuda::GEMM_S8_MIN_TOKENS, "the logits' passes take the fp16 GEMM");
+    // 256). The logits never do (their products are given no act_q8k input).
     auto s8 = [](const DevWeight& w) { return w.data != nullptr && cuda::gemm_takes_s8(w.fmt()); };
     const bool any_s8 = std::any_of(layers_.begin(), layers_.end(), [&](const DevLayer& l) {
         return s8(l.wq) || s8(l.wk) || s8(l.wv) || s8(l.wo) || s8(l.w_gate) || s8(l.w_up) || s8(l.w_down);
     });
-    const size_t xq8_bytes = xh_bytes > 0 && opt_.gemm_int8 && any_s8 ? cuda::act_q8k_bytes(n_batch_, widest) : 0;
+    const bool s8_batch = n_batch_ >= opt_.gemm_int8_min_tokens;
+    const size_t xq8_bytes =
+        xh_bytes > 0 && opt_.gemm_int8 && s8_batch && any_s8 ? cuda::act_q8k_bytes(n_batch_, widest) : 0;
     xq8_ = xq8_bytes > 0 ? alloc(xq8_bytes) : nullptr;
     release_graphs();  // they point into the buffers being replaced
     // Decode attention splits: one split per attention_split_keys keys of the context (a 32-key

@@ -102,14 +102,18 @@ private:
     // The GEMM's fp16 input buffer when n_tok takes the GEMM (null otherwise); the products that
     // share an input read it from there.
     uint16_t* gemm_f16_input(int n_tok) const { return n_tok > cuda::GEMV_MAX_TOKENS ? xh_ : nullptr; }
-    // x [n_tok][cols] converted into gemm_f16_input(n_tok), for an input no kernel wrote in fp16.
-    const uint16_t* to_gemm_f16(const float* x, int n_tok, int64_t cols);
-    // The int8 GEMM's input: xh (n_tok x cols, a batch past the GEMV) quantized into xq8_ (act_q8k)
-    // when `takes` (a product of this input runs on int8 tensor cores: cuda::gemm_takes_s8 and
-    // CudaOptions::gemm_int8); null otherwise.
-    const void* gemm_s8_input(const uint16_t* xh, int n_tok, int64_t cols, bool takes);
+    // The int8 GEMM's input buffer (act_q8k) when a product of this batch on it runs on int8
+    // tensor cores (`takes`: takes_s8 of one of its matrices; a batch past the GEMV of at least
+    // CudaOptions::gemm_int8_min_tokens); null otherwise. The kernel that writes the batch's fp16
+    // input (the RMSNorm, to_gemm_f16) writes it too.
+    void* s8_input(int n_tok, bool takes) const {
+        return takes && n_tok >= opt_.gemm_int8_min_tokens && gemm_f16_input(n_tok) != nullptr ? xq8_ : nullptr;
+    }
+    // x [n_tok][cols] converted into gemm_f16_input(n_tok), for an input no kernel wrote in fp16;
+    // into xq8 (s8_input's) as act_q8k too where not null.
+    const uint16_t* to_gemm_f16(const float* x, int n_tok, int64_t cols, void* xq8 = nullptr);
     bool takes_s8(const DevWeight& w) const { return xq8_ != nullptr && cuda::gemm_takes_s8(w.fmt()); }
-    // xh: to_gemm_f16(x, ..) (the GEMM's input when n_tok takes it); xq8: gemm_s8_input's.
+    // xh: to_gemm_f16(x, ..) (the GEMM's input when n_tok takes it); xq8: s8_input's, written.
     void matmul(const DevWeight& w, const float* x, const uint16_t* xh, int n_tok, float* y, cuda::MatOut out,
                 const DevWeight* w2 = nullptr, const void* xq8 = nullptr);
     // The dp4a GEMV of one matrix (Store or Add) on the 8-bit activations in xq (default xq_).

@@ -71,6 +71,9 @@ void dequant_chunk_tiled_host(GgmlType type, const void* base, int64_t cols, int
 // The GEMM's staging of one tile (its 16-byte units permuted over the banks) and the decoder of
 // chunk j of row i from the staged copy, on the host (tests).
 void stage_tile_host(GgmlType type, const void* tile, void* staged);
+// The register-decoding GEMMs' staging of the same tile by its 16 copying threads (tile_copy_unit);
+// throws unless every unit is copied once.
+void stage_tile_by_threads_host(GgmlType type, const void* tile, void* staged);
 void dequant_chunk_staged_host(GgmlType type, const void* staged, int i, int j, float* out);
 
 // ---- matrix products: y[n_tok][rows] = W[rows][cols] x[n_tok][cols] ----
@@ -170,6 +173,8 @@ size_t act_q8k_records_at(int n_tok, int64_t cols);
 size_t act_q8k_bytes(int n_tok, int64_t cols);
 // xh (fp16, 16-byte aligned) -> xq (act_q8k, 16-byte aligned).
 void launch_quantize_q8k(const uint16_t* xh, int n_tok, int64_t cols, void* xq, void* stream);
+// launch_to_f16 and launch_quantize_q8k of its output in one launch: x (fp32) -> xh and xq.
+void launch_to_f16_q8k(const float* x, int n_tok, int64_t cols, uint16_t* xh, void* xq, void* stream);
 // Host twin of launch_to_f16 followed by launch_quantize_q8k (a host buffer of act_q8k_bytes).
 void quantize_q8k_ref(const float* x, int n_tok, int64_t cols, void* xq);
 // The int8 GEMM takes tiled Q4_K: every 32-value sub-block's integer dot product of the 4-bit codes
@@ -177,9 +182,10 @@ void quantize_q8k_ref(const float* x, int n_tok, int64_t cols, void* xq);
 // minima's sum_j m_j S_j exact; per 256 columns acc = fma(d_x, fma(-dmin, msum, d * float(isum)),
 // acc) in fp32. Its twin, gemm_s8_ref, repeats that order (bit for bit without split-K).
 bool gemm_takes_s8(WeightFormat fmt);
-// The engine gives a product the int8 GEMM from this many tokens (CudaOptions::gemm_int8): below,
-// the extra quantization of its input costs more than the GEMM saves (docs/gpu_speed_notes.md).
-constexpr int GEMM_S8_MIN_TOKENS = 129;
+// The engine gives a product the int8 GEMM from this many tokens (CudaOptions::gemm_int8 and
+// gemm_int8_min_tokens): every batch past the GEMV, since the kernels that write the fp16 input
+// write the act_q8k copy too (pp5-pp512 4-17% faster than the fp16 GEMM's, docs/gpu_speed_notes.md).
+constexpr int GEMM_S8_MIN_TOKENS = GEMV_MAX_TOKENS + 1;
 // w, w2: the file's Q4_K rows; xq: a host act_q8k buffer. abs_sum (optional, [n_tok][rows]; SwiGLU:
 // the gate's): sum over the 256-column blocks of |d_x * fma(...)|, the scale of the fp32 rounding.
 void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, float* y,
@@ -255,9 +261,11 @@ void embed_ref(GgmlType type, const void* table, int64_t n_vocab, int64_t n_embd
                float* out);
 
 // ---- RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of n; y may alias x ----
-// yh (optional): y as fp16 too, rounded as launch_to_f16 rounds (the GEMM's input).
+// yh (optional): y as fp16 too, rounded as launch_to_f16 rounds (the GEMM's input). xq8 (optional,
+// with yh; n a multiple of 256, every pointer 16-byte aligned): yh's act_q8k copy too, the bytes
+// launch_quantize_q8k writes from it.
 void launch_rmsnorm(const float* x, const float* w, float* y, uint16_t* yh, int n_rows, int64_t n, float eps,
-                    void* stream);
+                    void* stream, void* xq8 = nullptr);
 void rmsnorm_ref(const float* x, const float* w, float* y, int n_rows, int64_t n, float eps);
 
 // ---- after the Q/K/V projections: bias, Qwen3 Q/K-norm, RoPE, KV store ----

@@ -17,10 +17,12 @@ struct CudaOptions {
     bool warm_up = true;      // Backend::warm_up runs the first request's one-time work at load
     cuda::AttnChoice attention;  // attention kernels (measurement knobs; the defaults are the engine's)
     int attn_max_split = cuda::ATTN_MAX_SPLIT;  // cap on decode-attention splits (longer splits)
-    // Prefill products of tiled Q4_K in batches of GEMM_S8_MIN_TOKENS or more on int8 tensor cores
+    // Prefill products of tiled Q4_K in batches of gemm_int8_min_tokens or more on int8 tensor cores
     // (activations quantized by 256, as the CPU's Q4_K products take them); off: the fp16
     // register-decoding GEMM.
     bool gemm_int8 = true;
+    // The smallest batch whose products take the int8 GEMM (more than GEMV_MAX_TOKENS).
+    int gemm_int8_min_tokens = cuda::GEMM_S8_MIN_TOKENS;
 };
 
 }  // namespace jllm

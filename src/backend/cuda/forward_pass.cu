@@ -15,16 +15,15 @@
 
 namespace jllm {
 
-const uint16_t* CudaBackend::to_gemm_f16(const float* x, int n_tok, int64_t cols) {
+const uint16_t* CudaBackend::to_gemm_f16(const float* x, int n_tok, int64_t cols, void* xq8) {
     uint16_t* xh = gemm_f16_input(n_tok);
-    if (xh != nullptr) cuda::launch_to_f16(x, static_cast<int64_t>(n_tok) * cols, xh, stream_);
+    if (xh == nullptr) return nullptr;
+    if (xq8 != nullptr) {
+        cuda::launch_to_f16_q8k(x, n_tok, cols, xh, xq8, stream_);
+    } else {
+        cuda::launch_to_f16(x, static_cast<int64_t>(n_tok) * cols, xh, stream_);
+    }
     return xh;
-}
-
-const void* CudaBackend::gemm_s8_input(const uint16_t* xh, int n_tok, int64_t cols, bool takes) {
-    if (!takes || xh == nullptr || n_tok < cuda::GEMM_S8_MIN_TOKENS) return nullptr;
-    cuda::launch_quantize_q8k(xh, n_tok, cols, xq8_, stream_);
-    return xq8_;
 }
 
 void CudaBackend::matmul(const DevWeight& w, const float* x, const uint16_t* xh, int n_tok, float* y, cuda::MatOut out,
@@ -113,9 +112,9 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         cuda::launch_rmsnorm_q8(x_, L.attn_norm.f32(), h_tap, xq_, n_tokens, E, c_.rms_eps, stream_);
         qkv_q8(L, n_tokens);
     } else {
-        uint16_t* hh = gemm_f16_input(n_tokens);  // the norm writes the GEMM's input too
-        cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, hh, n_tokens, E, c_.rms_eps, stream_);
-        const void* hq = gemm_s8_input(hh, n_tokens, E, takes_s8(L.wq) || takes_s8(L.wk) || takes_s8(L.wv));
+        uint16_t* hh = gemm_f16_input(n_tokens);  // the norm writes the GEMM's inputs too
+        void* hq = s8_input(n_tokens, takes_s8(L.wq) || takes_s8(L.wk) || takes_s8(L.wv));
+        cuda::launch_rmsnorm(x_, L.attn_norm.f32(), h_, hh, n_tokens, E, c_.rms_eps, stream_, hq);
         if (n_tokens > cuda::GEMV_MAX_TOKENS) {
             // Runs of one format in one GEMM grid (Q, K and V in Q4_K_M's Q4_K layers).
             auto one_format = [](const cuda::WeightFormat* f, int k) {
@@ -207,8 +206,9 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     if (q8) {
         gemv_q8(L.wo, n, x, cuda::MatOut::Add);
     } else {
-        const uint16_t* ah = to_gemm_f16(att, n, Q);
-        matmul(L.wo, att, ah, n, x, cuda::MatOut::Add, nullptr, gemm_s8_input(ah, n, Q, takes_s8(L.wo)));
+        void* aq = s8_input(n, takes_s8(L.wo));
+        const uint16_t* ah = to_gemm_f16(att, n, Q, aq);
+        matmul(L.wo, att, ah, n, x, cuda::MatOut::Add, nullptr, aq);
     }
     step("wo");
     tap("attn_res", il, x, n, E);
@@ -230,8 +230,8 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
         gemv_q8(L.w_down, n, x, cuda::MatOut::Add, xq_ff_);
     } else {
         uint16_t* hh = gemm_f16_input(n);
-        cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, hh, n, E, c_.rms_eps, stream_);
-        const void* hq = gemm_s8_input(hh, n, E, takes_s8(L.w_gate) || takes_s8(L.w_up));
+        void* hq = s8_input(n, takes_s8(L.w_gate) || takes_s8(L.w_up));
+        cuda::launch_rmsnorm(x, L.ffn_norm.f32(), h_, hh, n, E, c_.rms_eps, stream_, hq);
         if (fused_ffn) {
             matmul(L.w_gate, h_, hh, n, g_, cuda::MatOut::SwiGLU, &L.w_up, hq);
         } else {  // mixed-type gate/up (some quant mixes): two products, then SwiGLU
@@ -240,8 +240,9 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
             cuda::launch_swiglu(g_, u_, g_, static_cast<int64_t>(n) * c_.n_ff, stream_);
         }
         step("norm + gate_up");
-        const uint16_t* gh = to_gemm_f16(g_, n, c_.n_ff);
-        matmul(L.w_down, g_, gh, n, x, cuda::MatOut::Add, nullptr, gemm_s8_input(gh, n, c_.n_ff, takes_s8(L.w_down)));
+        void* gq = s8_input(n, takes_s8(L.w_down));
+        const uint16_t* gh = to_gemm_f16(g_, n, c_.n_ff, gq);
+        matmul(L.w_down, g_, gh, n, x, cuda::MatOut::Add, nullptr, gq);
     }
     step("down");
     tap("out", il, x, n, E);

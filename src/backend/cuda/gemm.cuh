@@ -144,23 +144,37 @@ __device__ __forceinline__ void reg_gemm_walk(const RegBlock& blk, uint8_t* smem
     }
 }
 
-// cp.async of the block's REG_TILES weight tiles of block column kb into sw (tile k: slot k % 2
-// of warp k / 2; SwiGLU: odd slots from w2), their units permuted as TileFmt<T>::staged_unit;
-// tiles past the last row are not copied.
+// The cp.async copies of a block's REG_TILES weight tiles into a stage, one block column at a time:
+// thread tid copies tile k = tid / 16 (slot k % 2 of warp k / 2; SwiGLU: odd slots from w2), its
+// units by tile_copy_unit(tid % 16, m), so its tile's address is set up once per block and the
+// units' addresses differ by constants. Tiles past the last row are not copied.
 template <GgmlType T>
-__device__ __forceinline__ void stage_reg_tiles(uint8_t* sw, int tid, const uint8_t* w, const uint8_t* w2, bool swiglu,
-                                                int64_t r0, int64_t rows, int64_t nb, int64_t kb) {
+struct RegTileCopy {
     using F = TileFmt<T>;
-    constexpr int UNITS = F::BYTES / 16;
-    for (int u = tid; u < REG_TILES * UNITS; u += REG_THREADS) {
-        const int k = u / UNITS, o = u - k * UNITS;
-        const int64_t r = reg_slot_row(swiglu, r0, k / 2, k % 2);
-        if (r < rows) {
-            const uint8_t* m = swiglu && (k & 1) ? w2 : w;
-            cp_async16(sw + k * F::BYTES + 16 * F::staged_unit(o), tile_of<T>(m, nb, r, kb * 8) + 16 * o);
+    static_assert(REG_THREADS == 16 * REG_TILES, "16 threads per tile");
+    const uint8_t* src;  // the thread's tile in block column 0
+    uint32_t dst;        // byte offset of the tile in a stage
+    int l;
+    bool run;
+    __device__ RegTileCopy(int tid, const uint8_t* w, const uint8_t* w2, bool swiglu, int64_t r0, int64_t rows, int64_t nb) {
+        const int k = tid >> 4;
+        l = tid & 15;
+        const int64_t r = reg_slot_row(swiglu, r0, k >> 1, k & 1);
+        run = r < rows;
+        src = tile_of<T>(swiglu && (k & 1) ? w2 : w, nb, run ? r : 0, 0);
+        dst = static_cast<uint32_t>(k * F::BYTES);
+    }
+    // Block column kb into the stage's tiles at shared-window address sw.
+    __device__ __forceinline__ void issue(uint32_t sw, int64_t kb) const {
+        if (!run) return;
+        const uint8_t* s = src + kb * F::BYTES;
+#pragma unroll
+        for (int m = 0; m < tile_copies_per_thread<T>(); ++m) {
+            int su, du;
+            if (tile_copy_unit<T>(l, m, su, du)) cp_async16_at(sw + dst + 16 * du, s + 16 * su);
         }
     }
-}
+};
 #endif
 
 // Token chunks of a register-decoding product: up to GEMM_SMALL_CHUNK tokens each, as even as

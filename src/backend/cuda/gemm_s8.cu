@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/act_q8k.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.cuh"
@@ -30,8 +31,6 @@ namespace cuda {
 
 namespace {
 
-constexpr int Q8K_REC = 48;          // bytes of a record (cuda_ops.h act_q8k)
-constexpr int Q8K_D = 32;            // the record's fp32 scale
 constexpr int S8_STAGES = 2;         // block columns in shared memory: one computed, one arriving
 constexpr int S8_PASS = 4;           // n8 tiles whose integer sums a warp keeps at once (128 registers)
 constexpr int S8_ACT_PITCH = 272;    // bytes per token of a staged block column (256 + 16: ldmatrix rows
@@ -44,42 +43,21 @@ __global__ void __launch_bounds__(Q8K_WARPS * WARP)
     const int lane = threadIdx.x % WARP;
     const int64_t blk = static_cast<int64_t>(blockIdx.x) * Q8K_WARPS + threadIdx.x / WARP;
     if (blk >= n_blk) return;
-    const uint4 raw = *reinterpret_cast<const uint4*>(xh + blk * 256 + 8 * lane);
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-    float v[8];
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
-        v[2 * i] = f.x;
-        v[2 * i + 1] = f.y;
-        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-    }
-    amax = warp_max(amax);
-    const float d = amax / 127.0f;
-    const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    uint32_t packed[2] = {0u, 0u};
-    int sum = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[i] * id))));
-        sum += qi;
-        packed[i / 4] |= (static_cast<uint32_t>(qi) & 0xFFu) << (8 * (i % 4));
-    }
-    *reinterpret_cast<uint2*>(q + blk * 256 + 8 * lane) = make_uint2(packed[0], packed[1]);
-    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);  // lanes 4j..4j + 3: S_j
-    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
-    const int next = __shfl_down_sync(0xFFFFFFFFu, sum, 4);  // lane 8c: S_{2c + 1}
-    uint8_t* r = rec + blk * Q8K_REC;
-    if ((lane & 7) == 0) {
-        const int c = lane >> 3;
-        const int hi0 = sum >> 6, hi1 = next >> 6;  // floor division: lo in [0, 64)
-        const __half2 hi = __halves2half2(__int2half_rn(hi0), __int2half_rn(hi1));
-        const __half2 lo = __halves2half2(__int2half_rn(sum - 64 * hi0), __int2half_rn(next - 64 * hi1));
-        *reinterpret_cast<uint2*>(r + 8 * c) =
-            make_uint2(*reinterpret_cast<const uint32_t*>(&hi), *reinterpret_cast<const uint32_t*>(&lo));
-    }
-    if (lane == 0) *reinterpret_cast<float4*>(r + Q8K_D) = make_float4(d, 0.0f, 0.0f, 0.0f);
+    quantize_q8k_warp(*reinterpret_cast<const uint4*>(xh + blk * 256 + 8 * lane), lane, blk, q, rec);
+}
+
+// launch_to_f16's rounding and the quantizer in one pass: a warp per 256 values.
+__global__ void __launch_bounds__(Q8K_WARPS * WARP)
+    kernel_to_f16_q8k(const float* __restrict__ x, int64_t n_blk, uint16_t* __restrict__ xh, int8_t* __restrict__ q,
+                      uint8_t* __restrict__ rec) {
+    const int lane = threadIdx.x % WARP;
+    const int64_t blk = static_cast<int64_t>(blockIdx.x) * Q8K_WARPS + threadIdx.x / WARP;
+    if (blk >= n_blk) return;
+    const float4 a = *reinterpret_cast<const float4*>(x + blk * 256 + 8 * lane);
+    const float4 b = *reinterpret_cast<const float4*>(x + blk * 256 + 8 * lane + 4);
+    const uint4 h = make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w), pack_half2(b.x, b.y), pack_half2(b.z, b.w));
+    *reinterpret_cast<uint4*>(xh + blk * 256 + 8 * lane) = h;
+    quantize_q8k_warp(h, lane, blk, q, rec);
 }
 
 template <int N_TOK>
@@ -103,18 +81,27 @@ __global__ void __launch_bounds__(REG_THREADS, 2)
     xq += static_cast<int64_t>(blk.tok0) * cols;
     rec += static_cast<int64_t>(blk.tok0) * blk.nb * Q8K_REC;
 
+    // This thread's copies of a block column: activation rows t0, t0 + 16, ... (16 bytes at unit u),
+    // one record unit (tid < 3 n_loc: token tid / 3, unit tid % 3, at 16 tid in the stage) and
+    // its tile's units (RegTileCopy).
+    const int t0 = tid >> 4, u = tid & 15;
+    const int8_t* xa = xq + static_cast<int64_t>(t0) * cols + 16 * u;
+    const int n_act = t0 < blk.n_loc ? (blk.n_loc - t0 + 15) >> 4 : 0;
+    const bool has_rec = tid < 3 * blk.n_loc;
+    const uint8_t* ra = rec + (static_cast<int64_t>(tid / 3) * blk.nb) * Q8K_REC + 16 * (tid % 3);
+    const RegTileCopy<GgmlType::Q4_K> tiles(tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb);
+    const uint32_t smem0 = smem_u32(smem);
     auto issue = [&](int64_t kb, int st) {
         if (kb < blk.kb_last) {
-            uint8_t* sb = smem + st * STAGE;
-            for (int p = tid; p < blk.n_loc * 16; p += REG_THREADS) {
-                const int t = p >> 4, u = p & 15;
-                cp_async16(sb + t * S8_ACT_PITCH + 16 * u, xq + static_cast<int64_t>(t) * cols + kb * 256 + 16 * u);
+            const uint32_t sb = smem0 + st * STAGE;
+            const int8_t* xs = xa + kb * 256;
+            const uint32_t ds = sb + t0 * S8_ACT_PITCH + 16 * u;
+#pragma unroll
+            for (int k = 0; k < (N_TOK + 1) / 2; ++k) {
+                if (k < n_act) cp_async16_at(ds + 16 * k * S8_ACT_PITCH, xs + static_cast<int64_t>(16 * k) * cols);
             }
-            for (int p = tid; p < blk.n_loc * 3; p += REG_THREADS) {
-                const int t = p / 3, u = p - 3 * t;
-                cp_async16(sb + ACT_BYTES + t * Q8K_REC + 16 * u, rec + (static_cast<int64_t>(t) * blk.nb + kb) * Q8K_REC + 16 * u);
-            }
-            stage_reg_tiles<GgmlType::Q4_K>(sb + ACT_BYTES + REC_BYTES, tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb, kb);
+            if (has_rec) cp_async16_at(sb + ACT_BYTES + 16 * tid, ra + kb * Q8K_REC);
+            tiles.issue(sb + ACT_BYTES + REC_BYTES, kb);
         }
         cp_async_commit();
     };
@@ -167,6 +154,9 @@ __global__ void __launch_bounds__(REG_THREADS, 2)
         // super-block; the weights' words are read again per pass, one AND each).
         // ldmatrix row of this lane: token (pair member lane / 16) * 8 + lane % 8, half (lane / 8) % 2.
         const int lrow = ((lane >> 4) * 8 + (lane & 7)) * S8_ACT_PITCH + 16 * ((lane >> 3) & 1);
+        // This lane's qs word c of row g (tile_unit<true>'s swizzle) in the even and the odd unit of a pair.
+        const uint8_t* qs_lo = wt + F::QS + 128 * g + 4 * c + 16 * (g & 1);
+        const uint8_t* qs_hi = wt + F::QS + 128 * g + 4 * c + 16 * ((g & 1) ^ 1);
 #pragma unroll
         for (int base = 0; base < N_TOK; base += S8_PASS) {
             constexpr int NP = N_TOK < S8_PASS ? N_TOK : S8_PASS;
@@ -176,41 +166,47 @@ __global__ void __launch_bounds__(REG_THREADS, 2)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) isum[j][k] = 0;
 #pragma unroll 1
-            for (int i = 0; i < 4; ++i) {  // qs bytes 32i..32i + 31: sub-blocks 2i (low nibbles), 2i + 1
-                uint32_t wl[2], wh[2];
+            for (int half = 0; half < 2; ++half) {  // sub-blocks 4 half .. 4 half + 3: scale bytes of sc[q][half]
+                const uint32_t sw0 = half ? sc[0][1] : sc[0][0], sw1 = half ? sc[1][1] : sc[1][0];
 #pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    const uint8_t* tile = wt + q * F::BYTES;
-                    wl[q] = *reinterpret_cast<const uint32_t*>(tile_unit<true>(tile, F::QS, 128, g, 2 * i) + 4 * c);
-                    wh[q] = *reinterpret_cast<const uint32_t*>(tile_unit<true>(tile, F::QS, 128, g, 2 * i + 1) + 4 * c);
-                }
+                for (int i2 = 0; i2 < 2; ++i2) {  // qs bytes 32i..32i + 31 (i = 2 half + i2): sub-blocks 2i, 2i + 1
+                    const int i = 2 * half + i2;
+                    // Units 2i and 2i + 1 of row g, staged at (2i + h) ^ g = 2 (i ^ g / 2) + (h ^ g % 2).
+                    const int xi = 32 * (i ^ (g >> 1));
+                    uint32_t wl[2], wh[2];
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int j = 2 * i + h;
-                    const uint32_t a[4] = {(wl[0] >> (4 * h)) & 0x0F0F0F0Fu, (wl[1] >> (4 * h)) & 0x0F0F0F0Fu,
-                                           (wh[0] >> (4 * h)) & 0x0F0F0F0Fu, (wh[1] >> (4 * h)) & 0x0F0F0F0Fu};
-                    const int s0 = static_cast<int>(((j & 4 ? sc[0][1] : sc[0][0]) >> (8 * (j & 3))) & 0xFFu);
-                    const int s1 = static_cast<int>(((j & 4 ? sc[1][1] : sc[1][0]) >> (8 * (j & 3))) & 0xFFu);
-                    auto add = [&](int p, uint32_t b0, uint32_t b1) {
-                        int t[4];
-                        mma_16832_s8_new(t, a, b0, b1);
-                        isum[p][0] += s0 * t[0];
-                        isum[p][1] += s0 * t[1];
-                        isum[p][2] += s1 * t[2];
-                        isum[p][3] += s1 * t[3];
-                    };
+                    for (int q = 0; q < 2; ++q) {
+                        wl[q] = *reinterpret_cast<const uint32_t*>(qs_lo + q * F::BYTES + xi);
+                        wh[q] = *reinterpret_cast<const uint32_t*>(qs_hi + q * F::BYTES + xi);
+                    }
 #pragma unroll
-                    for (int p = 0; p < NP; p += 2) {
-                        const int nt = base + p;
-                        if (nt + 1 < N_TOK && p + 1 < NP) {
-                            uint32_t b[4];
-                            ldmatrix_x4(b, act + nt * 8 * S8_ACT_PITCH + lrow + 32 * j);
-                            add(p, b[0], b[1]);
-                            add(p + 1, b[2], b[3]);
-                        } else if (nt < N_TOK) {
-                            uint32_t b[2];
-                            ldmatrix_x2(b, act + nt * 8 * S8_ACT_PITCH + lrow + 32 * j);
-                            add(p, b[0], b[1]);
+                    for (int h = 0; h < 2; ++h) {
+                        const int j = 2 * i + h;
+                        const uint32_t a[4] = {(wl[0] >> (4 * h)) & 0x0F0F0F0Fu, (wl[1] >> (4 * h)) & 0x0F0F0F0Fu,
+                                               (wh[0] >> (4 * h)) & 0x0F0F0F0Fu, (wh[1] >> (4 * h)) & 0x0F0F0F0Fu};
+                        const int s0 = static_cast<int>(__byte_perm(sw0, 0u, 0x4440u + 2 * i2 + h));
+                        const int s1 = static_cast<int>(__byte_perm(sw1, 0u, 0x4440u + 2 * i2 + h));
+                        auto add = [&](int p, uint32_t b0, uint32_t b1) {
+                            int t[4];
+                            mma_16832_s8_new(t, a, b0, b1);
+                            isum[p][0] += s0 * t[0];
+                            isum[p][1] += s0 * t[1];
+                            isum[p][2] += s1 * t[2];
+                            isum[p][3] += s1 * t[3];
+                        };
+#pragma unroll
+                        for (int p = 0; p < NP; p += 2) {
+                            const int nt = base + p;
+                            if (nt + 1 < N_TOK && p + 1 < NP) {
+                                uint32_t b[4];
+                                ldmatrix_x4(b, act + nt * 8 * S8_ACT_PITCH + lrow + 32 * j);
+                                add(p, b[0], b[1]);
+                                add(p + 1, b[2], b[3]);
+                            } else if (nt < N_TOK) {
+                                uint32_t b[2];
+                                ldmatrix_x2(b, act + nt * 8 * S8_ACT_PITCH + lrow + 32 * j);
+                                add(p, b[0], b[1]);
+                            }
                         }
                     }
                 }
@@ -264,6 +260,17 @@ void launch_quantize_q8k(const uint16_t* xh, int n_tok, int64_t cols, void* xq, 
                           as_stream(stream)>>>(xh, n_blk, reinterpret_cast<int8_t*>(base),
                                                base + act_q8k_records_at(n_tok, cols));
     JLLM_CUDA_LAUNCH_CHECK("kernel_quantize_q8k");
+}
+
+void launch_to_f16_q8k(const float* x, int n_tok, int64_t cols, uint16_t* xh, void* xq, void* stream) {
+    JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && cols >= 256 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(xq) % 16 == 0);
+    const int64_t n_blk = static_cast<int64_t>(n_tok) * (cols / 256);
+    uint8_t* base = static_cast<uint8_t*>(xq);
+    kernel_to_f16_q8k<<<static_cast<unsigned>((n_blk + Q8K_WARPS - 1) / Q8K_WARPS), Q8K_WARPS * WARP, 0,
+                        as_stream(stream)>>>(x, n_blk, xh, reinterpret_cast<int8_t*>(base),
+                                             base + act_q8k_records_at(n_tok, cols));
+    JLLM_CUDA_LAUNCH_CHECK("kernel_to_f16_q8k");
 }
 
 bool gemm_takes_s8(WeightFormat fmt) { return fmt.tiled() && fmt.type == GgmlType::Q4_K; }

@@ -86,15 +86,28 @@ __global__ void __launch_bounds__(REG_THREADS)
     static_assert(MT == 1, "reg_slot_row: one m16 tile per warp");
     auto slot_row = [&](int v, int q) -> int64_t { return reg_slot_row(blk.swiglu, blk.r0, v, q); };
 
+    // This thread's activation copies of a block column: 8 bytes at unit u = tid % 64 of tokens
+    // t0, t0 + 4, ... (t0 = tid / 64; the token's parity, and so sg_act_offset's permutation, is the
+    // thread's), and its tile's units (RegTileCopy).
+    static_assert(THREADS % 64 == 0 && (THREADS / 64) % 2 == 0, "a thread's tokens keep their parity");
+    constexpr int TSTEP = THREADS / 64;
+    const int t0 = tid >> 6, ua = tid & 63;
+    const uint16_t* xa = x + static_cast<int64_t>(t0) * cols + 4 * ua;
+    const int n_act = t0 < blk.n_loc ? (blk.n_loc - t0 + TSTEP - 1) / TSTEP : 0;
+    const uint32_t da = static_cast<uint32_t>(sg_act_offset(t0, ua >> 3, ua & 7));
+    const uint32_t smem0 = smem_u32(smem);
+    const RegTileCopy<T> tiles(tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb);
     auto issue = [&](int64_t kb, int st) {
         if (kb < blk.kb_last) {
-            uint8_t* sb = smem + st * STAGE;
-            const uint16_t* xk = x + kb * 256;
-            for (int p = tid; p < blk.n_loc * 64; p += THREADS) {
-                const int t = p >> 6, u = p & 63;
-                cp_async8(sb + sg_act_offset(t, u >> 3, u & 7), xk + static_cast<int64_t>(t) * cols + 4 * u);
+            const uint32_t sb = smem0 + st * STAGE;
+            const uint16_t* xs = xa + kb * 256;
+#pragma unroll
+            for (int k = 0; k < (N_TOK * 8 + TSTEP - 1) / TSTEP; ++k) {
+                if (k < n_act) {
+                    cp_async8_at(sb + da + k * TSTEP * SMALL_ACT_PITCH, xs + static_cast<int64_t>(k * TSTEP) * cols);
+                }
             }
-            stage_reg_tiles<T>(sb + ACT_BYTES, tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb, kb);
+            tiles.issue(sb + ACT_BYTES, kb);
         }
         cp_async_commit();
     };

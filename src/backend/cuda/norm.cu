@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cuda/act_q8.cuh"
+#include "backend/cuda/act_q8k.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/mma.cuh"
@@ -18,9 +19,11 @@ namespace {
 
 constexpr int NORM_THREADS = 256;
 
-// x, y: [n_rows][n]; w: [n]. One block per row.
+// x, y: [n_rows][n]; w: [n]. One block per row. q8 (with yh; n a multiple of 256): the act_q8k
+// copy of yh too (q8: its int8 values, rec8: its records), a warp per 256 values.
 __global__ void __launch_bounds__(NORM_THREADS)
-    kernel_rmsnorm(const float* x, const float* __restrict__ w, float* y, __half* yh, int64_t n, float eps) {
+    kernel_rmsnorm(const float* x, const float* __restrict__ w, float* y, __half* yh, int8_t* __restrict__ q8,
+                   uint8_t* __restrict__ rec8, int64_t n, float eps) {
     __shared__ float red[WARP];
     const float* xr = x + blockIdx.x * n;
     float* yr = y + blockIdx.x * n;
@@ -28,10 +31,29 @@ __global__ void __launch_bounds__(NORM_THREADS)
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
     ss = block_reduce<false>(ss, red);
     const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = xr[i] * scale * w[i];
-        yr[i] = v;
-        if (yh != nullptr) yh[blockIdx.x * n + i] = half_sat(v);
+    if (q8 == nullptr) {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const float v = xr[i] * scale * w[i];
+            yr[i] = v;
+            if (yh != nullptr) yh[blockIdx.x * n + i] = half_sat(v);
+        }
+        return;
+    }
+    // The same values by blocks of 256: lane l of a warp takes values 8l..8l + 7 of its block.
+    const int lane = threadIdx.x % WARP;
+    const int64_t nb = n / 256;
+    for (int64_t b = threadIdx.x / WARP; b < nb; b += NORM_THREADS / WARP) {
+        const int64_t i0 = b * 256 + 8 * lane;
+        const float4 x0 = *reinterpret_cast<const float4*>(xr + i0), x1 = *reinterpret_cast<const float4*>(xr + i0 + 4);
+        const float4 w0 = *reinterpret_cast<const float4*>(w + i0), w1 = *reinterpret_cast<const float4*>(w + i0 + 4);
+        const float4 v0 = make_float4(x0.x * scale * w0.x, x0.y * scale * w0.y, x0.z * scale * w0.z, x0.w * scale * w0.w);
+        const float4 v1 = make_float4(x1.x * scale * w1.x, x1.y * scale * w1.y, x1.z * scale * w1.z, x1.w * scale * w1.w);
+        *reinterpret_cast<float4*>(yr + i0) = v0;
+        *reinterpret_cast<float4*>(yr + i0 + 4) = v1;
+        const uint4 h = make_uint4(pack_half2(v0.x, v0.y), pack_half2(v0.z, v0.w), pack_half2(v1.x, v1.y),
+                                   pack_half2(v1.z, v1.w));
+        *reinterpret_cast<uint4*>(yh + blockIdx.x * n + i0) = h;
+        quantize_q8k_warp(h, lane, blockIdx.x * nb + b, q8, rec8);
     }
 }
 
@@ -98,9 +120,18 @@ void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n
 }
 
 void launch_rmsnorm(const float* x, const float* w, float* y, uint16_t* yh, int n_rows, int64_t n, float eps,
-                    void* stream) {
+                    void* stream, void* xq8) {
     JLLM_ASSERT(n_rows >= 1 && n >= 1);
-    kernel_rmsnorm<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, reinterpret_cast<__half*>(yh), n, eps);
+    int8_t* q8 = static_cast<int8_t*>(xq8);
+    uint8_t* rec8 = nullptr;
+    if (xq8 != nullptr) {
+        JLLM_ASSERT(yh != nullptr && n % 256 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(y) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(yh) % 16 == 0 && reinterpret_cast<uintptr_t>(xq8) % 16 == 0);
+        rec8 = static_cast<uint8_t*>(xq8) + act_q8k_records_at(n_rows, n);
+    }
+    kernel_rmsnorm<<<n_rows, NORM_THREADS, 0, as_stream(stream)>>>(x, w, y, reinterpret_cast<__half*>(yh), q8, rec8,
+                                                                    n, eps);
     JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm");
 }
 

@@ -48,6 +48,45 @@ struct TileFmt<GgmlType::Q4_K> {
     static __host__ __device__ __forceinline__ int staged_unit(int o) { return o < 8 ? o : staged_part_unit(o, 8, 8); }
 };
 static_assert(TileFmt<GgmlType::Q6_K>::BYTES % 16 == 0 && TileFmt<GgmlType::Q4_K>::BYTES % 16 == 0, "tile sizes");
+
+// A tile's units split over 16 copying threads (the register-decoding GEMMs' stages): copy m of
+// thread l takes the file's unit src to the stage's unit dst = staged_unit(src), and returns false
+// where the thread has no copy m. Two neighbouring threads take the two halves of 32 bytes, so each
+// copy instruction reads whole sectors, and a thread's copies of one part differ by constants:
+// Q4_K: m 0-3 the qs row l / 2 (units l % 2 + 2m), m 4 header unit l (l < 8); Q6_K: m 0-3 the ql
+// row l / 2, m 4-5 the qh row l / 2 (4 units a row), m 6 the scales and d (units 96 + l, l < 9).
+template <GgmlType T>
+constexpr int tile_copies_per_thread() {
+    return T == GgmlType::Q4_K ? 5 : 7;
+}
+template <GgmlType T>
+__host__ __device__ __forceinline__ bool tile_copy_unit(int l, int m, int& src, int& dst) {
+    const int i = l >> 1, b = l & 1;
+    if constexpr (T == GgmlType::Q4_K) {
+        if (m < 4) {
+            src = 8 + 8 * i + (b | 2 * m);
+            dst = 8 + 8 * i + ((b ^ i) ^ 2 * m);
+            return true;
+        }
+        src = dst = l;
+        return l < 8;
+    } else {
+        static_assert(T == GgmlType::Q6_K, "tiles: Q4_K and Q6_K");
+        if (m < 4) {
+            src = 8 * i + (b | 2 * m);
+            dst = 8 * i + ((b ^ i) ^ 2 * m);
+            return true;
+        }
+        if (m < 6) {
+            src = 64 + 4 * i + (b | 2 * (m - 4));
+            dst = 64 + 4 * i + ((b ^ (i & 3)) ^ 2 * (m - 4));
+            return true;
+        }
+        src = dst = 96 + l;
+        return l < 9;
+    }
+}
+
 constexpr bool has_tiles(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
 
 // The tile holding chunk c of row r (nb blocks per row).

@@ -111,12 +111,15 @@ TEST(CudaOps, TilesDecodeAsTheFileLayoutOnHost) {
                 ASSERT_EQ(std::memcmp(got, ref.data() + c * 32, sizeof got), 0) << "row " << r << " chunk " << c;
             }
         }
-        // The GEMM's staged copy of a tile (units permuted over the banks) decodes the same.
+        // The GEMM's staged copy of a tile (units permuted over the banks) decodes the same, and the
+        // register-decoding GEMMs' 16 copying threads stage it byte for byte the same.
         const int64_t tile_bytes = static_cast<int64_t>(row_size(type, 256)) * 8, nb = cols / 256;
-        std::vector<uint8_t> staged(static_cast<size_t>(tile_bytes) + 16);
+        std::vector<uint8_t> staged(static_cast<size_t>(tile_bytes) + 16), by_threads(staged.size());
         uint8_t* st = staged.data() + (16 - reinterpret_cast<uintptr_t>(staged.data()) % 16) % 16;
         for (int64_t tile = 0; tile < rows / 8 * nb; ++tile) {
             cuda::stage_tile_host(type, t + tile * tile_bytes, st);
+            cuda::stage_tile_by_threads_host(type, t + tile * tile_bytes, by_threads.data());
+            ASSERT_EQ(std::memcmp(st, by_threads.data(), static_cast<size_t>(tile_bytes)), 0) << "tile " << tile;
             const int64_t g = tile / nb, b = tile % nb;
             for (int i = 0; i < 8; ++i) {
                 for (int j = 0; j < 8; ++j) {

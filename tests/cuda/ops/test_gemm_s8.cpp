@@ -143,6 +143,59 @@ TEST(CudaOps, QuantizeQ8kAsTheTwin) {
     EXPECT_EQ(d_zero, 0.0f);
 }
 
+// The kernels that write the int8 GEMM's input beside its fp16 input, byte for byte as the two
+// launches they replace: launch_to_f16_q8k as launch_to_f16 then launch_quantize_q8k, and the
+// prefill RMSNorm's act_q8k copy as launch_quantize_q8k of its own fp16 output, with the fp32 and
+// fp16 outputs unchanged (in place too: y aliasing x, as the engine's norms run).
+TEST(CudaOps, Q8kWrittenWithTheF16Input) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(9013);
+    const int n_tok = 5;
+    const int64_t cols = 1536;
+    std::vector<float> x = batch_activations(n_tok, cols, rng);
+    x[static_cast<size_t>(cols + 9)] = 1e6f;  // saturates at 65504
+    for (int i = 0; i < 256; ++i) x[static_cast<size_t>(2 * cols + 512 + i)] = 0.0f;
+    const size_t q8_bytes = cuda::act_q8k_bytes(n_tok, cols);
+    {
+        SCOPED_TRACE("to_f16_q8k");
+        DevBuf<uint8_t> xq(q8_bytes);
+        const std::vector<uint8_t> want = quantize_on_device(x, n_tok, cols, xq);
+        DevBuf<float> dx(x);
+        DevBuf<uint16_t> dxh(x.size()), dxh2(x.size());
+        cuda::launch_to_f16(dx.get(), static_cast<int64_t>(x.size()), dxh2.get(), nullptr);
+        xq.poison(0x5A);
+        dxh.poison();
+        cuda::launch_to_f16_q8k(dx.get(), n_tok, cols, dxh.get(), xq.get(), nullptr);
+        ASSERT_EQ(dxh.download(), dxh2.download());
+        const std::vector<uint8_t> got = xq.download();
+        const size_t used = cuda::act_q8k_records_at(n_tok, cols);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(n_tok) * cols), 0) << "q";
+        ASSERT_EQ(std::memcmp(got.data() + used, want.data() + used, got.size() - used), 0) << "records";
+    }
+    const std::vector<float> w = random_activations(cols, rng);
+    for (bool in_place : {false, true}) {
+        SCOPED_TRACE(in_place ? "rmsnorm in place" : "rmsnorm");
+        DevBuf<float> dx(x), dw(w), dy(x.size()), dx2(x), dy2(x.size());
+        DevBuf<uint16_t> dyh(x.size()), dyh2(x.size());
+        DevBuf<uint8_t> xq(q8_bytes), xq2(q8_bytes);
+        dy.poison();
+        dyh.poison();
+        xq.poison(0x5A);
+        xq2.poison(0x5A);
+        float* y = in_place ? dx.get() : dy.get();
+        float* y2 = in_place ? dx2.get() : dy2.get();
+        cuda::launch_rmsnorm(dx.get(), dw.get(), y, dyh.get(), n_tok, cols, 1e-6f, nullptr, xq.get());
+        cuda::launch_rmsnorm(dx2.get(), dw.get(), y2, dyh2.get(), n_tok, cols, 1e-6f, nullptr);
+        cuda::launch_quantize_q8k(dyh2.get(), n_tok, cols, xq2.get(), nullptr);
+        ASSERT_EQ((in_place ? dx : dy).download(), (in_place ? dx2 : dy2).download());
+        ASSERT_EQ(dyh.download(), dyh2.download());
+        const std::vector<uint8_t> got = xq.download(), want = xq2.download();
+        const size_t used = cuda::act_q8k_records_at(n_tok, cols);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(n_tok) * cols), 0) << "q";
+        ASSERT_EQ(std::memcmp(got.data() + used, want.data() + used, got.size() - used), 0) << "records";
+    }
+}
+
 struct S8Case {
     int64_t rows, cols;
     int n_tok;

@@ -15,7 +15,8 @@ namespace {
 
 const char* const KNOBS[] = {"JLLM_CPU_SIMD",        "JLLM_CUDA_GRAPH",      "JLLM_CUDA_PROFILE",
                              "JLLM_CUDA_SYNC_CHECK", "JLLM_CUDA_WARMUP",     "JLLM_CUDA_ATTN_KERNEL",
-                             "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS", "JLLM_CUDA_GEMM"};
+                             "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS", "JLLM_CUDA_GEMM",
+                             "JLLM_CUDA_GEMM_S8_MIN"};
 
 // Every knob unset for the test's scope (and after it).
 struct CleanEnv {
@@ -40,6 +41,7 @@ TEST(BackendOptions, DefaultsWithoutTheEnvironment) {
     EXPECT_EQ(o.cuda.attention.decode_warps, cuda::ATTN_DECODE_WARPS_DEFAULT);
     EXPECT_EQ(o.cuda.attn_max_split, cuda::ATTN_MAX_SPLIT);
     EXPECT_TRUE(o.cuda.gemm_int8);
+    EXPECT_EQ(o.cuda.gemm_int8_min_tokens, cuda::GEMM_S8_MIN_TOKENS);
 }
 
 TEST(BackendOptions, EveryKnobTakesItsValues) {
@@ -53,6 +55,7 @@ TEST(BackendOptions, EveryKnobTakesItsValues) {
     ::setenv("JLLM_CUDA_ATTN_WARPS", "2", 1);
     ::setenv("JLLM_CUDA_ATTN_SPLITS", "16", 1);
     ::setenv("JLLM_CUDA_GEMM", "fp16", 1);
+    ::setenv("JLLM_CUDA_GEMM_S8_MIN", "33", 1);
     const BackendOptions o = backend_options_from_env();
     EXPECT_EQ(o.cpu.simd, SimdLevel::Scalar);
     EXPECT_FALSE(o.cuda.graphs);
@@ -63,6 +66,7 @@ TEST(BackendOptions, EveryKnobTakesItsValues) {
     EXPECT_EQ(o.cuda.attention.decode_warps, 2);
     EXPECT_EQ(o.cuda.attn_max_split, 16);
     EXPECT_FALSE(o.cuda.gemm_int8);
+    EXPECT_EQ(o.cuda.gemm_int8_min_tokens, 33);
 }
 
 // A value outside the allowed ones is an error that names the knob (never silently ignored).
@@ -70,7 +74,7 @@ TEST(BackendOptions, BadKnobValueIsAnError) {
     CleanEnv env;
     for (const char* knob : {"JLLM_CUDA_GRAPH", "JLLM_CUDA_PROFILE", "JLLM_CUDA_SYNC_CHECK", "JLLM_CUDA_WARMUP",
                              "JLLM_CUDA_ATTN_KERNEL", "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS",
-                             "JLLM_CUDA_GEMM"}) {
+                             "JLLM_CUDA_GEMM", "JLLM_CUDA_GEMM_S8_MIN"}) {
         SCOPED_TRACE(knob);
         ASSERT_EQ(::setenv(knob, "3x", 1), 0);
         try {
@@ -84,5 +88,8 @@ TEST(BackendOptions, BadKnobValueIsAnError) {
     ::setenv("JLLM_CUDA_ATTN_SPLITS", "0", 1);
     EXPECT_THROW(backend_options_from_env(), JllmError);
     ::setenv("JLLM_CUDA_ATTN_SPLITS", "257", 1);
+    EXPECT_THROW(backend_options_from_env(), JllmError);
+    ::unsetenv("JLLM_CUDA_ATTN_SPLITS");
+    ::setenv("JLLM_CUDA_GEMM_S8_MIN", "4", 1);  // a GEMV batch
     EXPECT_THROW(backend_options_from_env(), JllmError);
 }

@@ -1,0 +1,62 @@
+// backend/cuda/act_q8k.cuh — the act_q8k quantizer of one 256-value block by one warp (cuda_ops.h
+// act_q8k: the int8 GEMM's input), shared by the quantizer kernel (gemm_s8.cu) and the kernels
+// that write the GEMM's fp16 input and can write its act_q8k copy in the same pass (the prefill
+// RMSNorm, the fp16 conversion): the same bytes whichever writes them.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace jllm {
+namespace cuda {
+
+constexpr int Q8K_REC = 48;  // bytes of a record
+constexpr int Q8K_D = 32;    // the record's fp32 scale
+
+// Block blk (token-major: token * cols / 256 + column block) of act_q8k from its 256 fp16 values,
+// lane l holding values 8l..8l + 7 as four half2 words in raw; q: the int8 values' base, rec: the
+// records' (act_q8k_records_at).
+__device__ __forceinline__ void quantize_q8k_warp(uint4 raw, int lane, int64_t blk, int8_t* __restrict__ q,
+                                                  uint8_t* __restrict__ rec) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    float v[8];
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+    amax = warp_max(amax);
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    uint32_t packed[2] = {0u, 0u};
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[i] * id))));
+        sum += qi;
+        packed[i / 4] |= (static_cast<uint32_t>(qi) & 0xFFu) << (8 * (i % 4));
+    }
+    *reinterpret_cast<uint2*>(q + blk * 256 + 8 * lane) = make_uint2(packed[0], packed[1]);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);  // lanes 4j..4j + 3: S_j
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    const int next = __shfl_down_sync(0xFFFFFFFFu, sum, 4);  // lane 8c: S_{2c + 1}
+    uint8_t* r = rec + blk * Q8K_REC;
+    if ((lane & 7) == 0) {
+        const int c = lane >> 3;
+        const int hi0 = sum >> 6, hi1 = next >> 6;  // floor division: lo in [0, 64)
+        const __half2 hi = __halves2half2(__int2half_rn(hi0), __int2half_rn(hi1));
+        const __half2 lo = __halves2half2(__int2half_rn(sum - 64 * hi0), __int2half_rn(next - 64 * hi1));
+        *reinterpret_cast<uint2*>(r + 8 * c) =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&hi), *reinterpret_cast<const uint32_t*>(&lo));
+    }
+    if (lane == 0) *reinterpret_cast<float4*>(r + Q8K_D) = make_float4(d, 0.0f, 0.0f, 0.0f);
+}
+
+}  // namespace cuda
+}  // namespace jllm
