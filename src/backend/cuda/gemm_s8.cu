@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(REG_THREADS, 2)
     // This thread's copies of a block column: activation rows t0, t0 + 16, ... (16 bytes at unit u),
     // one record unit (tid < 3 n_loc: token tid / 3, unit tid % 3, at 16 tid in the stage) and
     // its tile's units (RegTileCopy).
+    static_assert(REG_THREADS == 256 && 3 * 8 * N_TOK <= REG_THREADS, "16 tokens a sweep, a record unit a thread");
     const int t0 = tid >> 4, u = tid & 15;
     const int8_t* xa = xq + static_cast<int64_t>(t0) * cols + 16 * u;
     const int n_act = t0 < blk.n_loc ? (blk.n_loc - t0 + 15) >> 4 : 0;

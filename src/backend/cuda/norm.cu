@@ -1,6 +1,6 @@
-// backend/cuda/norm.cu — RMSNorm over rows: the fp32 output (and its fp16 copy, the GEMM's input)
-// or, for the dp4a GEMV, the 8-bit activations (launch_rmsnorm_q8, spread over several blocks
-// per row).
+// backend/cuda/norm.cu — RMSNorm over rows: the fp32 output (and its fp16 copy, the GEMM's input,
+// with that copy's act_q8k for the int8 GEMM) or, for the dp4a GEMV, the 8-bit activations
+// (launch_rmsnorm_q8, spread over several blocks per row).
 #include <cuda_fp16.h>
 
 #include <cstdint>

@@ -104,6 +104,15 @@ std::vector<uint8_t> quantize_on_device(const std::vector<float>& x, int n_tok, 
     return xq.download();
 }
 
+// Two act_q8k buffers of n_tok x cols: the int8 values and the records byte for byte (the padding
+// between them is not written).
+void expect_same_q8k(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, int n_tok, int64_t cols) {
+    ASSERT_EQ(got.size(), want.size());
+    const size_t used = cuda::act_q8k_records_at(n_tok, cols);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(n_tok) * cols), 0) << "q";
+    ASSERT_EQ(std::memcmp(got.data() + used, want.data() + used, got.size() - used), 0) << "records";
+}
+
 // The quantizer against its twin, byte for byte: normal rows with outliers, an all-zero block,
 // values past fp16's range (saturated first), a block of one sign, a block at the clamp.
 TEST(CudaOps, QuantizeQ8kAsTheTwin) {
@@ -121,9 +130,8 @@ TEST(CudaOps, QuantizeQ8kAsTheTwin) {
     const std::vector<uint8_t> got = quantize_on_device(x, n_tok, cols, xq);
     std::vector<uint8_t> want(got.size(), 0xA5);
     cuda::quantize_q8k_ref(x.data(), n_tok, cols, want.data());
+    ASSERT_NO_FATAL_FAILURE(expect_same_q8k(got, want, n_tok, cols));
     const size_t used = cuda::act_q8k_records_at(n_tok, cols);
-    ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(n_tok) * cols), 0) << "q";
-    ASSERT_EQ(std::memcmp(got.data() + used, want.data() + used, got.size() - used), 0) << "records";
     // The records' sums are the quants' (S_j = 64 hi + lo, 0 <= lo < 64) and the zero block has d = 0.
     const int8_t* q = reinterpret_cast<const int8_t*>(got.data());
     for (int64_t b = 0; b < n_tok * (cols / 256); ++b) {
@@ -167,10 +175,7 @@ TEST(CudaOps, Q8kWrittenWithTheF16Input) {
         dxh.poison();
         cuda::launch_to_f16_q8k(dx.get(), n_tok, cols, dxh.get(), xq.get(), nullptr);
         ASSERT_EQ(dxh.download(), dxh2.download());
-        const std::vector<uint8_t> got = xq.download();
-        const size_t used = cuda::act_q8k_records_at(n_tok, cols);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(n_tok) * cols), 0) << "q";
-        ASSERT_EQ(std::memcmp(got.data() + used, want.data() + used, got.size() - used), 0) << "records";
+        ASSERT_NO_FATAL_FAILURE(expect_same_q8k(xq.download(), want, n_tok, cols));
     }
     const std::vector<float> w = random_activations(cols, rng);
     for (bool in_place : {false, true}) {
@@ -189,10 +194,7 @@ TEST(CudaOps, Q8kWrittenWithTheF16Input) {
         cuda::launch_quantize_q8k(dyh2.get(), n_tok, cols, xq2.get(), nullptr);
         ASSERT_EQ((in_place ? dx : dy).download(), (in_place ? dx2 : dy2).download());
         ASSERT_EQ(dyh.download(), dyh2.download());
-        const std::vector<uint8_t> got = xq.download(), want = xq2.download();
-        const size_t used = cuda::act_q8k_records_at(n_tok, cols);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(n_tok) * cols), 0) << "q";
-        ASSERT_EQ(std::memcmp(got.data() + used, want.data() + used, got.size() - used), 0) << "records";
+        ASSERT_NO_FATAL_FAILURE(expect_same_q8k(xq.download(), xq2.download(), n_tok, cols));
     }
 }
 
