@@ -72,25 +72,22 @@ __host__ __device__ __forceinline__ T ld_ro(const uint8_t* p) {
 #endif
 }
 
-// 16 bytes global -> shared without registers (cp.async, sm_80+): both addresses 16-byte aligned;
-// cp_async_wait_all() waits for this thread's copies (a barrier then publishes them).
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(gmem_src));
+// The shared-window address of a shared-memory pointer (what cp.async, ldmatrix and friends take).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-// The same to a shared-window address (smem_u32): no address conversion per copy.
+// 16 bytes global -> shared without registers (cp.async, sm_80+) at a shared-window address: both
+// addresses 16-byte aligned; cp_async_wait_all() waits for this thread's copies (a barrier then
+// publishes them).
 __device__ __forceinline__ void cp_async16_at(uint32_t smem_dst, const void* gmem_src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_dst), "l"(gmem_src));
 }
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) { cp_async16_at(smem_addr(smem_dst), gmem_src); }
 // 8 bytes global -> shared (cp.async through L1): both addresses 8-byte aligned.
-__device__ __forceinline__ void cp_async8(void* smem_dst, const void* gmem_src) {
-    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(gmem_src));
-}
 __device__ __forceinline__ void cp_async8_at(uint32_t smem_dst, const void* gmem_src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_dst), "l"(gmem_src));
 }
+__device__ __forceinline__ void cp_async8(void* smem_dst, const void* gmem_src) { cp_async8_at(smem_addr(smem_dst), gmem_src); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>

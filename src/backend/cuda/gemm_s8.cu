@@ -36,28 +36,38 @@ constexpr int S8_PASS = 4;           // n8 tiles whose integer sums a warp keeps
 constexpr int S8_ACT_PITCH = 272;    // bytes per token of a staged block column (256 + 16: ldmatrix rows
                                      // of 8 tokens fall on 8 different bank quartets)
 
-// ---- the quantizer: a warp per 256 values of one token, lane l holding values 8l..8l + 7
+// ---- the quantizer: a warp per 256 values of one token, lane l holding values 8l..8l + 7; from
+// the fp16 input xh, or (x not null) from x, rounded as launch_to_f16 rounds it into xh_out first.
 constexpr int Q8K_WARPS = 8;
 __global__ void __launch_bounds__(Q8K_WARPS * WARP)
-    kernel_quantize_q8k(const uint16_t* __restrict__ xh, int64_t n_blk, int8_t* __restrict__ q, uint8_t* __restrict__ rec) {
+    kernel_quantize_q8k(const float* __restrict__ x, const uint16_t* __restrict__ xh, uint16_t* __restrict__ xh_out,
+                        int64_t n_blk, int8_t* __restrict__ q, uint8_t* __restrict__ rec) {
     const int lane = threadIdx.x % WARP;
     const int64_t blk = static_cast<int64_t>(blockIdx.x) * Q8K_WARPS + threadIdx.x / WARP;
     if (blk >= n_blk) return;
-    quantize_q8k_warp(*reinterpret_cast<const uint4*>(xh + blk * 256 + 8 * lane), lane, blk, q, rec);
+    const int64_t i0 = blk * 256 + 8 * lane;
+    uint4 h;
+    if (x != nullptr) {
+        h = pack_half8(*reinterpret_cast<const float4*>(x + i0), *reinterpret_cast<const float4*>(x + i0 + 4));
+        *reinterpret_cast<uint4*>(xh_out + i0) = h;
+    } else {
+        h = *reinterpret_cast<const uint4*>(xh + i0);
+    }
+    quantize_q8k_warp(h, lane, blk, q, rec);
 }
 
-// launch_to_f16's rounding and the quantizer in one pass: a warp per 256 values.
-__global__ void __launch_bounds__(Q8K_WARPS * WARP)
-    kernel_to_f16_q8k(const float* __restrict__ x, int64_t n_blk, uint16_t* __restrict__ xh, int8_t* __restrict__ q,
-                      uint8_t* __restrict__ rec) {
-    const int lane = threadIdx.x % WARP;
-    const int64_t blk = static_cast<int64_t>(blockIdx.x) * Q8K_WARPS + threadIdx.x / WARP;
-    if (blk >= n_blk) return;
-    const float4 a = *reinterpret_cast<const float4*>(x + blk * 256 + 8 * lane);
-    const float4 b = *reinterpret_cast<const float4*>(x + blk * 256 + 8 * lane + 4);
-    const uint4 h = make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w), pack_half2(b.x, b.y), pack_half2(b.z, b.w));
-    *reinterpret_cast<uint4*>(xh + blk * 256 + 8 * lane) = h;
-    quantize_q8k_warp(h, lane, blk, q, rec);
+// kernel_quantize_q8k over n_tok x cols values into xq (act_q8k).
+void run_quantize_q8k(const float* x, const uint16_t* xh, uint16_t* xh_out, int n_tok, int64_t cols, void* xq,
+                      void* stream) {
+    JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && cols >= 256 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(xh_out) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(xq) % 16 == 0);
+    const int64_t n_blk = static_cast<int64_t>(n_tok) * (cols / 256);
+    uint8_t* base = static_cast<uint8_t*>(xq);
+    kernel_quantize_q8k<<<static_cast<unsigned>((n_blk + Q8K_WARPS - 1) / Q8K_WARPS), Q8K_WARPS * WARP, 0,
+                          as_stream(stream)>>>(x, xh, xh_out, n_blk, reinterpret_cast<int8_t*>(base),
+                                               base + act_q8k_records_at(n_tok, cols));
+    JLLM_CUDA_LAUNCH_CHECK("kernel_quantize_q8k");
 }
 
 template <int N_TOK>
@@ -91,7 +101,7 @@ __global__ void __launch_bounds__(REG_THREADS, 2)
     const bool has_rec = tid < 3 * blk.n_loc;
     const uint8_t* ra = rec + (static_cast<int64_t>(tid / 3) * blk.nb) * Q8K_REC + 16 * (tid % 3);
     const RegTileCopy<GgmlType::Q4_K> tiles(tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb);
-    const uint32_t smem0 = smem_u32(smem);
+    const uint32_t smem0 = smem_addr(smem);
     auto issue = [&](int64_t kb, int st) {
         if (kb < blk.kb_last) {
             const uint32_t sb = smem0 + st * STAGE;
@@ -253,25 +263,13 @@ size_t act_q8k_bytes(int n_tok, int64_t cols) {
 }
 
 void launch_quantize_q8k(const uint16_t* xh, int n_tok, int64_t cols, void* xq, void* stream) {
-    JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && cols >= 256 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 &&
-                reinterpret_cast<uintptr_t>(xq) % 16 == 0);
-    const int64_t n_blk = static_cast<int64_t>(n_tok) * (cols / 256);
-    uint8_t* base = static_cast<uint8_t*>(xq);
-    kernel_quantize_q8k<<<static_cast<unsigned>((n_blk + Q8K_WARPS - 1) / Q8K_WARPS), Q8K_WARPS * WARP, 0,
-                          as_stream(stream)>>>(xh, n_blk, reinterpret_cast<int8_t*>(base),
-                                               base + act_q8k_records_at(n_tok, cols));
-    JLLM_CUDA_LAUNCH_CHECK("kernel_quantize_q8k");
+    JLLM_ASSERT(xh != nullptr);
+    run_quantize_q8k(nullptr, xh, nullptr, n_tok, cols, xq, stream);
 }
 
 void launch_to_f16_q8k(const float* x, int n_tok, int64_t cols, uint16_t* xh, void* xq, void* stream) {
-    JLLM_ASSERT(n_tok >= 1 && cols % 256 == 0 && cols >= 256 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(xq) % 16 == 0);
-    const int64_t n_blk = static_cast<int64_t>(n_tok) * (cols / 256);
-    uint8_t* base = static_cast<uint8_t*>(xq);
-    kernel_to_f16_q8k<<<static_cast<unsigned>((n_blk + Q8K_WARPS - 1) / Q8K_WARPS), Q8K_WARPS * WARP, 0,
-                        as_stream(stream)>>>(x, n_blk, xh, reinterpret_cast<int8_t*>(base),
-                                             base + act_q8k_records_at(n_tok, cols));
-    JLLM_CUDA_LAUNCH_CHECK("kernel_to_f16_q8k");
+    JLLM_ASSERT(x != nullptr && xh != nullptr);
+    run_quantize_q8k(x, nullptr, xh, n_tok, cols, xq, stream);
 }
 
 bool gemm_takes_s8(WeightFormat fmt) { return fmt.tiled() && fmt.type == GgmlType::Q4_K; }

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(REG_THREADS)
     const uint16_t* xa = x + static_cast<int64_t>(t0) * cols + 4 * ua;
     const int n_act = t0 < blk.n_loc ? (blk.n_loc - t0 + TSTEP - 1) / TSTEP : 0;
     const uint32_t da = static_cast<uint32_t>(sg_act_offset(t0, ua >> 3, ua & 7));
-    const uint32_t smem0 = smem_u32(smem);
+    const uint32_t smem0 = smem_addr(smem);
     const RegTileCopy<T> tiles(tid, blk.w, w2, blk.swiglu, blk.r0, blk.rows, blk.nb);
     auto issue = [&](int64_t kb, int st) {
         if (kb < blk.kb_last) {

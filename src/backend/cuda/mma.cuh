@@ -8,12 +8,11 @@
 
 #include <cstdint>
 
+#include "backend/cuda/cuda_common.cuh"
+
 namespace jllm {
 namespace cuda {
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
@@ -72,6 +71,10 @@ __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Eight consecutive floats (a then b) as four half2 words, each rounded as pack_half2 rounds it.
+__device__ __forceinline__ uint4 pack_half8(float4 a, float4 b) {
+    return make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w), pack_half2(b.x, b.y), pack_half2(b.z, b.w));
+}
 // One float as pack_half2 rounds it.
 __device__ __forceinline__ __half half_sat(float v) { return __float2half_rn(clamp_f16_range(v)); }
 

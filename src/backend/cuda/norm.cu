@@ -50,8 +50,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
         const float4 v1 = make_float4(x1.x * scale * w1.x, x1.y * scale * w1.y, x1.z * scale * w1.z, x1.w * scale * w1.w);
         *reinterpret_cast<float4*>(yr + i0) = v0;
         *reinterpret_cast<float4*>(yr + i0 + 4) = v1;
-        const uint4 h = make_uint4(pack_half2(v0.x, v0.y), pack_half2(v0.z, v0.w), pack_half2(v1.x, v1.y),
-                                   pack_half2(v1.z, v1.w));
+        const uint4 h = pack_half8(v0, v1);
         *reinterpret_cast<uint4*>(yh + blockIdx.x * n + i0) = h;
         quantize_q8k_warp(h, lane, blockIdx.x * nb + b, q8, rec8);
     }
