@@ -2,6 +2,7 @@
 #include "core/mmap_file.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -52,6 +53,18 @@ MmapFile& MmapFile::operator=(MmapFile&& other) noexcept {
         other.size_ = 0;
     }
     return *this;
+}
+
+size_t MmapFile::drop_pages(const void* p, size_t n) const {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    JLLM_ASSERT(data_ != nullptr && a >= base && n <= size_ && a - base <= size_ - n);
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = (a + page - 1) & ~(page - 1);
+    const uintptr_t hi = (a + n) & ~(page - 1);
+    if (hi <= lo) return 0;
+    if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;  // a hint
+    return hi - lo;
 }
 
 void MmapFile::release() {

@@ -23,6 +23,13 @@ public:
     size_t size() const { return size_; }
     const std::string& path() const { return path_; }
 
+    // Drops this process's pages of [p, p + n) (whole pages only; p inside the mapping) once their
+    // bytes have been copied elsewhere: the mapping is private and never written, so a later read
+    // faults them in again from the page cache or the file. The page cache may keep them (clean
+    // and reclaimable, counted in MemAvailable); this process no longer holds them (RssFile).
+    // Returns the bytes dropped.
+    size_t drop_pages(const void* p, size_t n) const;
+
 private:
     void release();
     std::string path_;

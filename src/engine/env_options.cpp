@@ -52,6 +52,7 @@ BackendOptions backend_options_from_env() {
     c.profile = switch_knob("JLLM_CUDA_PROFILE", c.profile);
     c.sync_check = switch_knob("JLLM_CUDA_SYNC_CHECK", c.sync_check);
     c.warm_up = switch_knob("JLLM_CUDA_WARMUP", c.warm_up);
+    c.tiled_weights = switch_knob("JLLM_CUDA_TILES", c.tiled_weights);
     if (const char* v = knob("JLLM_CUDA_ATTN_KERNEL", {"auto", "simt"})) {
         c.attention.kernel = std::strcmp(v, "simt") == 0 ? cuda::AttnKernel::Simt : cuda::AttnKernel::Auto;
     }

@@ -102,6 +102,8 @@ public:
     uint64_t file_size() const { return size_; }
     const std::string& path() const { return path_; }
     const uint8_t* base() const { return base_; }
+    // The file's mapping (open), or nullptr for a caller's buffer (from_memory).
+    const MmapFile* mapping() const { return map_.data() != nullptr ? &map_ : nullptr; }
 
     const std::vector<GgufKV>& kvs() const { return kvs_; }
     const GgufKV* find(std::string_view key) const;

@@ -5,7 +5,10 @@
 // is part of MemTotal - MemAvailable; it is moved from "OS and others" to our runtime row so
 // nothing is counted twice. Weights count in full whether mapped or copied: a mapped GGUF's
 // pages may sit in the page cache (and so inside MemAvailable) today, but once the model runs
-// they are ours and evicting them would mean re-reading the file every token.
+// they are ours and evicting them would mean re-reading the file every token. Copied weights are
+// already allocated when the system is sampled (the engine samples after bind_weights): they are
+// out of MemAvailable on a unified board and out of the device's free memory on a discrete one,
+// so they are moved out of "OS and others" like RssAnon and not taken from what is left again.
 #include <algorithm>
 #include <cinttypes>
 #include <climits>
@@ -48,9 +51,10 @@ int64_t MemoryBudget::pool_headroom() const {
     int64_t room = INT64_MAX;
     if (mi_.valid()) {
         // Host DRAM: pending runtime, the weights (unless copied to a discrete device), the margin.
-        const bool model_on_host = dev_.unified || model_mapped_;
+        // Mapped weights are still inside MemAvailable (page cache); copied ones are on a discrete
+        // device, or already out of MemAvailable on a unified board.
         const int64_t host_left =
-            mi_.available - runtime_pending_ - (model_on_host ? weights() : 0) - cfg_.margin - sessions_;
+            mi_.available - runtime_pending_ - (model_mapped_ ? weights() : 0) - cfg_.margin - sessions_;
         if (dev_.unified) {
             room = std::min(room, host_left);
         } else if (host_left < 0) {
@@ -59,7 +63,7 @@ int64_t MemoryBudget::pool_headroom() const {
     }
     if (!dev_.unified && dev_.free >= 0) {
         // Discrete device: the pools live there, with copied weights.
-        room = std::min(room, dev_.free - (model_mapped_ ? 0 : weights()) - cfg_.margin);
+        room = std::min(room, dev_.free - cfg_.margin);  // copied weights are out of free already
     }
     if (cfg_.cap > 0) room = std::min(room, cfg_.cap - runtime() - weights() - sessions_);
     return room;
@@ -85,12 +89,17 @@ int MemoryBudget::choose_context(int requested, int limit, const std::function<i
             s = strfmt("the --max-memory cap of %s MB leaves %s MB after the model (%s MB) and runtime (%s MB)",
                        mb(cfg_.cap).c_str(), mb(std::max<int64_t>(room, 0)).c_str(), mb(weights()).c_str(),
                        mb(runtime()).c_str());
-        } else if (!dev_.unified && dev_.free >= 0 && room == dev_.free - (model_mapped_ ? 0 : weights()) - cfg_.margin) {
-            s = strfmt("the device has %s MB free; after the weights and the %s MB margin %s MB are left",
+        } else if (!dev_.unified && dev_.free >= 0 && room == dev_.free - cfg_.margin) {
+            s = strfmt("the device has %s MB free after the weights; after the %s MB margin %s MB are left",
                        mb(dev_.free).c_str(), mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
-        } else {
+        } else if (model_mapped_) {
             s = strfmt("MemAvailable is %s MB; after the model (%s MB), runtime (%s MB) and the %s MB margin "
                        "%s MB are left",
+                       mb(mi_.available).c_str(), mb(weights()).c_str(), mb(runtime_pending_).c_str(),
+                       mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
+        } else {
+            s = strfmt("MemAvailable is %s MB with the model's %s MB copied; after runtime (%s MB) and the %s MB "
+                       "margin %s MB are left",
                        mb(mi_.available).c_str(), mb(weights()).c_str(), mb(runtime_pending_).c_str(),
                        mb(cfg_.margin).c_str(), mb(std::max<int64_t>(room, 0)).c_str());
         }
@@ -171,7 +180,9 @@ MemoryReport MemoryBudget::report() const {
     r.kv_bytes_per_pos = n_ctx_ > 0 ? kv_ / n_ctx_ : kv_per_pos_;
     if (r.known) {
         r.total = mi_.total;
-        r.os_and_others = std::max<int64_t>(0, mi_.total - mi_.available - process_resident_);
+        // Copied weights on a unified board are ours, already out of MemAvailable.
+        const int64_t held = dev_.unified && !model_mapped_ ? weights() : 0;
+        r.os_and_others = std::max<int64_t>(0, mi_.total - mi_.available - process_resident_ - held);
         r.free = r.total - r.os_and_others - r.ours() - r.margin;
     } else {
         r.total = r.ours() + r.margin;

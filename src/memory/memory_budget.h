@@ -65,6 +65,9 @@ public:
     void set_device(const DeviceMemoryInfo& d);
     // Runtime overhead still to be allocated (logits, backend context), on top of what is resident.
     void set_runtime_pending(int64_t bytes) { runtime_pending_ = bytes; }
+    // The model's weights: mapped (read in place; their pages count against MemAvailable) or
+    // copied, which the budget takes as already allocated when the system was sampled (out of
+    // MemAvailable on a unified board, out of the device's free memory on a discrete one).
     void set_model(int64_t bytes, bool mapped);
     // Host RAM reserved for session snapshots (--cache-ram), counted before the pools.
     void set_sessions(int64_t bytes) { sessions_ = std::max<int64_t>(bytes, 0); }

@@ -72,6 +72,7 @@ WeightTensor bind_tensor(const GgufFile& f, const std::string& name, Kind kind, 
 
 ModelWeights bind_model_weights(const GgufFile& f, const ModelConfig& c) {
     ModelWeights m;
+    m.mapping = f.mapping();
     const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
     m.token_embd = bind_tensor(f, "token_embd.weight", Kind::Matrix, E, V, true);
     m.output_norm = bind_tensor(f, "output_norm.weight", Kind::Vector, E, 1, true);

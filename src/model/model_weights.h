@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mmap_file.h"
 #include "model/model_config.h"
 #include "quant/quant_types.h"
 
@@ -50,6 +51,9 @@ struct ModelWeights {
     WeightTensor rope_freqs;   // [n_rot / 2] F32 frequency divisors (Llama 3.1 scaling), optional
     std::vector<LayerWeights> layers;
     uint64_t total_bytes = 0;  // bytes of all bound tensors (tied output counted once)
+    // The file mapping the tensors point into (GgufFile::mapping), or nullptr when they are in a
+    // caller's buffer: a backend that copies the weights drops the mapping's pages with it.
+    const MmapFile* mapping = nullptr;
 };
 
 // True if a matrix of this type can be multiplied by the backends.

@@ -23,6 +23,9 @@ struct CudaOptions {
     bool gemm_int8 = true;
     // The smallest batch whose products take the int8 GEMM (more than GEMV_MAX_TOKENS).
     int gemm_int8_min_tokens = cuda::GEMM_S8_MIN_TOKENS;
+    // Copied Q4_K/Q6_K matrices in the tiled layout (tiles_fit); off: the file's rows, as mapped
+    // weights are read (for comparisons: the register GEMMs and the tiled GEMV need the tiles).
+    bool tiled_weights = true;
 };
 
 }  // namespace jllm

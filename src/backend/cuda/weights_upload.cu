@@ -1,15 +1,19 @@
 // backend/cuda/weights_upload.cu — bind_weights: every weight the forward pass reads, copied to
-// device memory (Q4_K/Q6_K matrices re-laid in the GPU's tiles, cuda_ops.h WeightLayout) or, with
-// mapped placement, registered in place (cudaHostRegister) and read zero-copy from the GGUF.
+// device memory (Q4_K/Q6_K matrices re-laid in the GPU's tiles, cuda_ops.h WeightLayout; the
+// mapped file's pages dropped behind the copy) or, with mapped placement, registered in place
+// (cudaHostRegister) and read zero-copy from the GGUF.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/rope.h"
 #include "backend/cuda/cuda_backend_impl.cuh"
+#include "backend/cuda/weight_tiles.cuh"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -17,6 +21,82 @@ namespace jllm {
 
 namespace {
 size_t align256(size_t n) { return (n + 255) & ~static_cast<size_t>(255); }
+constexpr size_t STAGE_BYTES = size_t{16} << 20;  // a copied matrix goes up in pieces of about this
+
+// Runs fn(begin, end) over [0, n) in contiguous parts on `threads` threads (this one among them).
+template <typename Fn>
+void split_run(int64_t n, int threads, Fn&& fn) {
+    const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
+    std::vector<std::thread> others;
+    for (int i = 1; i < t; ++i) others.emplace_back([&fn, n, t, i] { fn(n * i / t, n * (i + 1) / t); });
+    fn(0, n / t);
+    for (std::thread& th : others) th.join();
+}
+
+// Two pinned staging buffers of `cap` bytes: the host fills one (next) while the stream copies the
+// other to the device (send). Without pinned memory, one pageable buffer and synchronous copies.
+class StagedUpload {
+public:
+    StagedUpload(cudaStream_t stream, size_t cap) : stream_(stream), cap_(cap) {
+        for (int i = 0; i < 2 && pinned_; ++i) {
+            if (cudaHostAlloc(&buf_[i], cap, cudaHostAllocDefault) != cudaSuccess ||
+                cudaEventCreateWithFlags(&sent_[i], cudaEventDisableTiming) != cudaSuccess) {
+                (void)cudaGetLastError();
+                pinned_ = false;
+            }
+        }
+        if (!pinned_) {
+            release();
+            plain_.resize(cap);
+        }
+        const unsigned hw = std::thread::hardware_concurrency();
+        threads_ = static_cast<int>(std::min(8u, std::max(1u, hw)));
+    }
+    ~StagedUpload() { release(); }
+    StagedUpload(const StagedUpload&) = delete;
+    StagedUpload& operator=(const StagedUpload&) = delete;
+
+    int threads() const { return threads_; }
+    // The buffer to fill next, once the device has finished reading it.
+    uint8_t* next() {
+        if (!pinned_) return plain_.data();
+        cur_ ^= 1;
+        if (used_[cur_]) JLLM_CUDA_CHECK(cudaEventSynchronize(sent_[cur_]));
+        return static_cast<uint8_t*>(buf_[cur_]);
+    }
+    // Copies the first `bytes` of the buffer next() gave to `dst` on the device.
+    void send(void* dst, size_t bytes) {
+        JLLM_ASSERT(bytes <= cap_);
+        if (!pinned_) {
+            JLLM_CUDA_CHECK(cudaMemcpy(dst, plain_.data(), bytes, cudaMemcpyHostToDevice));
+            return;
+        }
+        JLLM_CUDA_CHECK(cudaMemcpyAsync(dst, buf_[cur_], bytes, cudaMemcpyHostToDevice, stream_));
+        JLLM_CUDA_CHECK(cudaEventRecord(sent_[cur_], stream_));
+        used_[cur_] = true;
+    }
+    void finish() { JLLM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+private:
+    void release() {
+        if (pinned_) (void)cudaStreamSynchronize(stream_);
+        for (int i = 0; i < 2; ++i) {
+            if (sent_[i]) (void)cudaEventDestroy(sent_[i]);
+            if (buf_[i]) (void)cudaFreeHost(buf_[i]);
+            sent_[i] = nullptr;
+            buf_[i] = nullptr;
+        }
+    }
+    cudaStream_t stream_;
+    size_t cap_;
+    bool pinned_ = true;
+    void* buf_[2] = {nullptr, nullptr};
+    cudaEvent_t sent_[2] = {nullptr, nullptr};
+    bool used_[2] = {false, false};
+    int cur_ = 1;
+    int threads_ = 1;
+    std::vector<uint8_t> plain_;
+};
 }  // namespace
 
 void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement placement) {
@@ -45,25 +125,32 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         }
     }
 
-    mapped_ = placement == WeightPlacement::Mapped || (placement == WeightPlacement::Auto && prop_.integrated);
+    // Auto copies on every GPU. On an integrated one (the Jetson: one DRAM) the copy is still the
+    // faster place to read from: pinned host memory, which a mapped file becomes, is not cached by
+    // the iGPU while device memory is, and only copied Q4_K/Q6_K matrices take the tiled layout the
+    // tiled GEMV and the register GEMMs read. The file's pages are dropped as the copy goes, so
+    // the weights are still held once.
+    mapped_ = placement == WeightPlacement::Mapped;
+    auto tiled = [&](const WeightTensor& w) {
+        return !mapped_ && opt_.tiled_weights && cuda::tiles_fit(w.type, w.rows, w.cols);
+    };
     std::unordered_map<const uint8_t*, const uint8_t*> dev;  // host bytes -> device bytes
+    uintptr_t lo = UINTPTR_MAX, hi = 0;                       // the bytes of every weight, on the host
+    for (const WeightTensor* w : all) {
+        if (!w->present()) continue;
+        lo = std::min(lo, reinterpret_cast<uintptr_t>(w->data));
+        hi = std::max(hi, reinterpret_cast<uintptr_t>(w->data) + static_cast<uintptr_t>(w->nbytes));
+    }
     if (mapped_) {
-        uintptr_t lo = UINTPTR_MAX, hi = 0;
-        for (const WeightTensor* w : all) {
-            if (!w->present()) continue;
-            lo = std::min(lo, reinterpret_cast<uintptr_t>(w->data));
-            hi = std::max(hi, reinterpret_cast<uintptr_t>(w->data) + static_cast<uintptr_t>(w->nbytes));
-        }
         const uintptr_t page = static_cast<uintptr_t>(std::max(4096L, sysconf(_SC_PAGESIZE)));
-        lo &= ~(page - 1);
-        hi = (hi + page - 1) & ~(page - 1);
-        void* base = reinterpret_cast<void*>(lo);
+        const uintptr_t plo = lo & ~(page - 1), phi = (hi + page - 1) & ~(page - 1);
+        void* base = reinterpret_cast<void*>(plo);
         // The file is mapped read-only: register it read-only where the device supports that.
         const auto t_reg = std::chrono::steady_clock::now();
-        cudaError_t e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+        cudaError_t e = cudaHostRegister(base, phi - plo, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
         if (e != cudaSuccess && e != cudaErrorHostMemoryAlreadyRegistered) {
             (void)cudaGetLastError();
-            e = cudaHostRegister(base, hi - lo, cudaHostRegisterMapped);
+            e = cudaHostRegister(base, phi - plo, cudaHostRegisterMapped);
         }
         // Another backend on the same file registered it already: use its registration.
         const bool owner = e == cudaSuccess;
@@ -73,49 +160,84 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         }
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            if (placement == WeightPlacement::Mapped) {
-                throw JllmError(strfmt("cuda: weights cannot be mapped in place (cudaHostRegister: %s)",
-                                       cudaGetErrorName(e)));
-            }
-            log_msg(LogLevel::Warn, "cuda: cudaHostRegister failed (%s); copying the weights", cudaGetErrorName(e));
-            mapped_ = false;
-        } else {
-            log_msg(LogLevel::Debug, "cuda: registered %.1f MB of the mapped file for the GPU in %.1f ms",
-                    static_cast<double>(hi - lo) / 1e6,
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_reg).count());
-            if (owner) registered_ = base;
-            void* dbase = nullptr;
-            JLLM_CUDA_CHECK(cudaHostGetDevicePointer(&dbase, base, 0));
-            for (const WeightTensor* w : all) {
-                if (w->present()) dev[w->data] = static_cast<const uint8_t*>(dbase) + (w->data - static_cast<const uint8_t*>(base));
-            }
-            weights_bytes_ = 0;
+            throw JllmError(strfmt("cuda: weights cannot be mapped in place (cudaHostRegister: %s); --weights copy "
+                                   "(or auto) copies them",
+                                   cudaGetErrorName(e)));
         }
-    }
-    if (!mapped_) {
-        size_t total = 0;
+        log_msg(LogLevel::Debug, "cuda: registered %.1f MB of the mapped file for the GPU in %.1f ms",
+                static_cast<double>(phi - plo) / 1e6,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_reg).count());
+        if (owner) registered_ = base;
+        void* dbase = nullptr;
+        JLLM_CUDA_CHECK(cudaHostGetDevicePointer(&dbase, base, 0));
         for (const WeightTensor* w : all) {
-            if (w->present() && dev.emplace(w->data, nullptr).second) total += align256(w->nbytes);
+            if (w->present()) dev[w->data] = static_cast<const uint8_t*>(dbase) + (w->data - static_cast<const uint8_t*>(base));
+        }
+        weights_bytes_ = 0;
+    } else {
+        size_t total = 0;
+        std::vector<const WeightTensor*> copies;  // one per distinct tensor (a tied output is its embedding)
+        for (const WeightTensor* w : all) {
+            if (w->present() && dev.emplace(w->data, nullptr).second) {
+                copies.push_back(w);
+                total += align256(w->nbytes);
+            }
         }
         uint8_t* buf = static_cast<uint8_t*>(alloc(total));
-        size_t off = 0;
-        std::vector<uint8_t> tiles;  // a matrix in the tiled layout (tiles_fit), on its way to the device
-        for (auto& kv : dev) {
-            // find the size of this tensor (first tensor with this data pointer)
-            const WeightTensor* w = *std::find_if(all.begin(), all.end(), [&](const WeightTensor* t) {
-                return t->data == kv.first;
-            });
-            const uint8_t* src = w->data;
-            if (cuda::tiles_fit(w->type, w->rows, w->cols)) {
-                tiles.resize(w->nbytes);
-                cuda::to_tiles(w->type, w->data, tiles.data(), w->rows, w->cols);
-                src = tiles.data();
+        // Matrices go up in pieces of whole tile rows (~STAGE_BYTES), each re-laid (or copied) into
+        // a pinned staging buffer by the host's threads while the device copies the previous piece
+        // from the other buffer; each piece's pages of the mapped file are dropped once staged, so
+        // the process never holds a tensor twice, nor the file beside the copy.
+        struct Piece {
+            const WeightTensor* w;
+            int64_t n;         // rows (whole tile rows when tiled); a non-matrix is one piece of one "row"
+            size_t at, bytes;  // the piece's bytes in the tensor
+            size_t dst;        // its offset in buf
+        };
+        std::vector<Piece> pieces;
+        size_t off = 0, cap = 0;
+        for (const WeightTensor* w : copies) {
+            const size_t row_bytes = w->rows > 0 ? row_size(w->type, w->cols) : 0;
+            const bool by_rows = row_bytes > 0 && row_bytes * static_cast<size_t>(w->rows) == w->nbytes;
+            const int64_t unit = tiled(*w) ? cuda::TILE_ROWS : 1;
+            const int64_t rows = by_rows ? std::max<int64_t>(unit, static_cast<int64_t>(STAGE_BYTES / row_bytes) / unit * unit) : 1;
+            const int64_t n_rows = by_rows ? w->rows : 1;
+            for (int64_t r0 = 0; r0 < n_rows; r0 += rows) {
+                const int64_t n = std::min(rows, n_rows - r0);
+                const size_t at = by_rows ? static_cast<size_t>(r0) * row_bytes : 0;
+                const size_t bytes = by_rows ? static_cast<size_t>(n) * row_bytes : w->nbytes;
+                pieces.push_back(Piece{w, n, at, bytes, off + at});
+                cap = std::max(cap, bytes);
             }
-            JLLM_CUDA_CHECK(cudaMemcpy(buf + off, src, w->nbytes, cudaMemcpyHostToDevice));
-            kv.second = buf + off;
+            dev[w->data] = buf + off;
             off += align256(w->nbytes);
         }
+        const auto t_copy = std::chrono::steady_clock::now();
+        StagedUpload up(stream_, cap);
+        for (const Piece& p : pieces) {
+            const WeightTensor& w = *p.w;
+            uint8_t* stage = up.next();
+            const int64_t unit = tiled(w) ? cuda::TILE_ROWS : 1;  // rows a thread takes at least
+            const size_t unit_bytes = p.bytes / static_cast<size_t>(p.n / unit);
+            split_run(p.n / unit, p.bytes >= (size_t{1} << 20) ? up.threads() : 1, [&](int64_t u0, int64_t u1) {
+                const size_t a = static_cast<size_t>(u0) * unit_bytes, n = static_cast<size_t>(u1 - u0) * unit_bytes;
+                if (n == 0) return;
+                // Whole tile rows are tiled in place of the same bytes (weight_tiles.cuh).
+                if (tiled(w)) cuda::to_tiles(w.type, w.data + p.at + a, stage + a, (u1 - u0) * unit, w.cols);
+                else std::memcpy(stage + a, w.data + p.at + a, n);
+            });
+            if (weights.mapping) weights.mapping->drop_pages(w.data + p.at, p.bytes);
+            up.send(buf + p.dst, p.bytes);
+        }
+        up.finish();
+        // Then the pages the pieces shared with their neighbours.
+        const size_t dropped =
+            weights.mapping && lo < hi ? weights.mapping->drop_pages(reinterpret_cast<const void*>(lo), hi - lo) : 0;
         weights_bytes_ = static_cast<int64_t>(total);
+        log_msg(LogLevel::Debug, "cuda: copied %.1f MB of weights in %.1f ms; %.1f MB of the file's pages dropped",
+                static_cast<double>(total) / 1e6,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_copy).count(),
+                static_cast<double>(dropped) / 1e6);
     }
     auto bind = [&](const WeightTensor& w) {
         DevWeight d;
@@ -125,7 +247,7 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         d.cols = w.cols;
         d.rows = w.rows;
         d.host = w.data;
-        if (!mapped_ && cuda::tiles_fit(w.type, w.rows, w.cols)) d.layout = cuda::WeightLayout::Tiles;  // as copied above
+        if (tiled(w)) d.layout = cuda::WeightLayout::Tiles;  // as copied above
         return d;
     };
     token_embd_ = bind(weights.token_embd);

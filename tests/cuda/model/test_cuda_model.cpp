@@ -542,6 +542,68 @@ TEST(CudaModel, LastLayerRowsOnlyForRequestedLogits) {
     }
 }
 
+// Rss (kB) of this process's mappings of `path`, from /proc/self/smaps; -1 without smaps.
+int64_t mapping_rss_kb(const std::string& path) {
+    std::FILE* f = std::fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[4096];
+    bool ours = false;
+    int64_t kb = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        long long v = 0;
+        if (std::strchr(line, '-') == line + std::strspn(line, "0123456789abcdef")) {  // a mapping's first line
+            const std::string l(line);
+            ours = l.size() > path.size() && l.compare(l.size() - 1 - path.size(), path.size(), path) == 0;
+        } else if (ours && std::sscanf(line, "Rss: %lld kB", &v) == 1) {
+            kb += v;
+        }
+    }
+    std::fclose(f);
+    return kb;
+}
+
+// Weights copied from a mapped file (the default placement on every GPU): the device gets the bytes a
+// caller's buffer gives (the logits bit for bit), and the file's pages leave the process as the copy
+// goes (its mapping's Rss falls to about the header's pages), so the weights are held once.
+TEST(CudaModel, CopyFromTheFileDropsItsPages) {
+    REQUIRE_GPU();
+    const auto m = make_model("qwen3", 17, false, 4096);
+    const std::string path = std::string(JLLM_BINARY_DIR) + "/cuda_copy_drops_pages.gguf";
+    {
+        std::FILE* out = std::fopen(path.c_str(), "wb");
+        ASSERT_NE(out, nullptr);
+        ASSERT_EQ(std::fwrite(m->bytes.data(), 1, m->bytes.size(), out), m->bytes.size());
+        std::fclose(out);
+    }
+    auto f = GgufFile::open(path);
+    ModelWeights fw = bind_model_weights(*f, m->config);
+    ASSERT_NE(fw.mapping, nullptr);
+    ASSERT_EQ(m->weights.mapping, nullptr);  // from_memory: nothing to drop
+    uint64_t sum = 0;                        // every page in, as a loader that read the weights
+    for (size_t i = 0; i < f->file_size(); i += 4096) sum += f->base()[i];
+    const int64_t before = mapping_rss_kb(path);
+    if (before < 0) GTEST_SKIP() << "no /proc/self/smaps";
+    EXPECT_GE(before * 1024, static_cast<int64_t>(f->file_size()) - 65536) << sum;
+    std::unique_ptr<Backend> b[2];
+    for (int i = 0; i < 2; ++i) {
+        b[i] = create_cuda_backend(m->config);
+        b[i]->bind_weights(i == 0 ? fw : m->weights, WeightPlacement::Auto);
+        b[i]->allocate(TF_CTX, TF_BATCH, KvType::Int8);
+    }
+    const int64_t after = mapping_rss_kb(path);
+    EXPECT_LE(after * 1024, static_cast<int64_t>(f->data_offset()) + 2 * 65536) << "before: " << before << " kB";
+    const int64_t V = m->config.n_vocab;
+    const std::vector<int32_t> tokens = schedule_tokens(V);
+    std::vector<float> l0(static_cast<size_t>(TF_PREFILL) * V), l1(l0.size());
+    b[0]->forward(tokens.data(), TF_PREFILL, 0, LogitsMode::All, l0.data());
+    b[1]->forward(tokens.data(), TF_PREFILL, 0, LogitsMode::All, l1.data());
+    EXPECT_EQ(std::memcmp(l0.data(), l1.data(), l0.size() * sizeof(float)), 0);
+    b[0]->forward(&tokens[TF_PREFILL], 1, TF_PREFILL, LogitsMode::Last, l0.data());
+    b[1]->forward(&tokens[TF_PREFILL], 1, TF_PREFILL, LogitsMode::Last, l1.data());
+    EXPECT_EQ(std::memcmp(l0.data(), l1.data(), static_cast<size_t>(V) * sizeof(float)), 0);
+    std::remove(path.c_str());
+}
+
 // Decode graphs: one per attention split count (the splits a position needs, rounded up to a
 // power of two), each captured on first use. With 32 keys per split (JLLM_CUDA_ATTN_WARPS=1)
 // 170 single-token steps cross the graphs of 1, 2, 4 and 7 splits; every step's logits match the

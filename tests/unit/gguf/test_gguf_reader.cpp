@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -163,6 +164,56 @@ TEST(GgufReader, CustomAlignmentAndFileWrite) {
     std::memcpy(v, f->find_tensor("a")->data, 12);
     EXPECT_EQ(v[2], 3.0f);
     EXPECT_THROW(w.set_alignment(3), JllmError);
+}
+
+// RssFile of this process (kB), -1 where /proc/self/status has no such line.
+int64_t rss_file_kb() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int64_t kb = -1;
+    while (std::fgets(line, sizeof line, f)) {
+        long long v = 0;
+        if (std::sscanf(line, "RssFile: %lld kB", &v) == 1) kb = v;
+    }
+    std::fclose(f);
+    return kb;
+}
+
+// A backend that copies the weights drops the file's pages behind it (MmapFile::drop_pages): the
+// process stops holding them, and a later read gets the same bytes back from the file.
+TEST(GgufReader, DroppedPagesLeaveTheProcessAndReadBackTheSame) {
+    const int64_t n = 8 << 20;  // 32 MiB of F32
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 1000003) * 0.5f;
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    GgufWriter w;
+    w.set_string("general.architecture", "llama");
+    w.add_tensor("big", GgmlType::F32, {n}, bytes);
+    const std::string path = std::string(JLLM_BINARY_DIR) + "/test_drop_pages.gguf";
+    w.write_file(path);
+    auto f = GgufFile::open(path);
+    ASSERT_NE(f->mapping(), nullptr);
+    EXPECT_EQ(GgufFile::from_memory(f->base(), f->file_size())->mapping(), nullptr);  // a caller's buffer
+    const GgufTensorInfo* t = f->find_tensor("big");
+    ASSERT_NE(t, nullptr);
+    auto sum = [&] {
+        uint64_t s = 0;
+        for (uint64_t i = 0; i < t->nbytes; i += 64) s = s * 31 + t->data[i] + t->data[i + 63];
+        return s;
+    };
+    const uint64_t first = sum();
+    const int64_t held = rss_file_kb();
+    if (held < 0) GTEST_SKIP() << "no RssFile in /proc/self/status";
+    const size_t dropped = f->mapping()->drop_pages(t->data, t->nbytes);
+    EXPECT_GE(dropped, t->nbytes - 2 * 65536);  // all but the partial pages at the ends
+    EXPECT_LE(dropped, t->nbytes);
+    EXPECT_LT(rss_file_kb(), held - static_cast<int64_t>(dropped / 1024) + 4096);
+    EXPECT_EQ(sum(), first);
+    EXPECT_EQ(std::memcmp(t->data, bytes.data(), bytes.size()), 0);
+    EXPECT_EQ(f->mapping()->drop_pages(t->data, 100), 0u);  // no whole page inside
+    std::remove(path.c_str());
 }
 
 TEST(GgufReader, WriterRejectsBadTensors) {

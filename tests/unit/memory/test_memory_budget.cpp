@@ -145,6 +145,53 @@ TEST(MemoryBudget, UnknownMeminfoStillHonoursTheCap) {
     EXPECT_FALSE(b.report().known);
 }
 
+// Copied weights were allocated before the system was sampled (the engine samples after
+// bind_weights): on a unified board MemAvailable no longer holds them, so they are not taken from it
+// again, and the table moves them out of "OS and others" into "model".
+TEST(MemoryBudget, CopiedWeightsOnAUnifiedBoardAreCountedOnce) {
+    // mem_tight: 341.8 MB available after a 70 MB copy; 256 MB margin and 1 MB runtime leave 84.8 MB.
+    MemoryBudget mapped = budget_on(fixture("mem_tight"), 256, 0, 70);
+    MemoryBudget copied = budget_on(fixture("mem_tight"), 256, 0, 70);
+    copied.set_model(70 * MIB, false);
+    DeviceMemoryInfo unified;  // unified by default
+    mapped.set_device(unified);
+    copied.set_device(unified);
+    EXPECT_EQ(mapped.choose_context(0, 1 << 20, kv_of, scratch_of), 1536);  // 14.8 MB for the pools
+    const int n = copied.choose_context(0, 1 << 20, kv_of, scratch_of);
+    EXPECT_LE(kv_of(n) + 8 * MIB, static_cast<int64_t>(341.8 * MIB) - 256 * MIB - MIB);
+    EXPECT_GT(kv_of(n + 256) + 8 * MIB, static_cast<int64_t>(341.8 * MIB) - 256 * MIB - MIB);
+    const MemoryReport rm = mapped.report(), rc = copied.report();
+    EXPECT_EQ(rc.os_and_others, rm.os_and_others - 70 * MIB);
+    EXPECT_EQ(rc.total, rc.os_and_others + rc.runtime + rc.model + rc.kv + rc.scratch + rc.margin + rc.free);
+    EXPECT_NE(rc.table().find("weights, copied"), std::string::npos);
+    try {
+        MemoryBudget b = budget_on(fixture("mem_tight"), 256, 0, 70);
+        b.set_model(70 * MIB, false);
+        b.choose_context(1 << 20, 1 << 20, kv_of, scratch_of);
+        FAIL() << "expected a refusal";
+    } catch (const JllmError& e) {
+        EXPECT_NE(std::string(e.what()).find("with the model's 70.0 MB copied"), std::string::npos) << e.what();
+    }
+}
+
+// On a discrete device the copied weights are out of its free memory when it is sampled.
+TEST(MemoryBudget, CopiedWeightsOnADiscreteDeviceAreOutOfItsFreeMemory) {
+    MemoryBudget b = budget_on(fixture("orin_nano_super_r36"), 256, 0, 2500);
+    b.set_model(2500 * MIB, false);
+    DeviceMemoryInfo d;
+    d.unified = false;
+    d.total = 8192 * MIB;
+    d.free = 256 * MIB + 8 * MIB + kv_of(2048);  // after the weights' copy
+    b.set_device(d);
+    EXPECT_EQ(b.choose_context(0, 4096, kv_of, scratch_of), 2048);
+    try {
+        b.choose_context(4096, 4096, kv_of, scratch_of);
+        FAIL() << "expected a refusal";
+    } catch (const JllmError& e) {
+        EXPECT_NE(std::string(e.what()).find("free after the weights"), std::string::npos) << e.what();
+    }
+}
+
 TEST(MemoryPool, OneAlignedZeroedBlockWithMarkAndRewind) {
     ScratchPool p;
     p.reserve(1000);
