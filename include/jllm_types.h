@@ -10,8 +10,10 @@ namespace jllm {
 enum class DeviceKind { Auto, Cpu, Cuda };
 // KV cache storage: INT8 (one fp16 scale per position and KV head) or FP16.
 enum class KvType { Int8, Fp16 };
-// GPU weight placement: Copy to device memory, Mapped (read in place from the mapped file), or
-// Auto (mapped on integrated GPUs, copied on discrete ones). The CPU always reads the mapped file.
+// GPU weight placement: Copy to device memory (the mapped file's pages dropped behind the copy),
+// Mapped (read in place from the mapped file, zero-copy), or Auto (copied, on integrated GPUs too:
+// the iGPU does not cache pinned host memory, and only copies take the GPU's tiled layout). The
+// CPU always reads the mapped file.
 enum class WeightPlacement { Auto, Copy, Mapped };
 
 const char* kv_type_name(KvType t);  // "int8" / "fp16"

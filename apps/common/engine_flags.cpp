@@ -55,8 +55,8 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, unsigned groups, bool sampl
                  "Compute device (auto: CUDA when a device is present, else the CPU)");
         add_enum(app, "--weights", &c.weights, PLACEMENTS, "auto",
                  "GPU weight placement: copy to device memory (Q4_K/Q6_K in the GPU's tiled layout, the faster "
-                 "kernels) or mapped (read in place from the file); auto: mapped on integrated GPUs, copied on "
-                 "discrete ones. The CPU always reads the mapped file");
+                 "kernels; the file's pages dropped behind the copy) or mapped (read in place from the file); "
+                 "auto: copy, on integrated GPUs too. The CPU always reads the mapped file");
         app.add_option("--mem-margin", c.mem_margin_mb, "Memory kept free for the OS and other services (MB)")
             ->capture_default_str()->check(CLI::Range(0, 1 << 20));
         app.add_option("--max-memory", c.max_memory_mb, "Hard cap on what the engine holds (MB, 0: none)")
