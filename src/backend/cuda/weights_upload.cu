@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -23,13 +24,23 @@ namespace {
 size_t align256(size_t n) { return (n + 255) & ~static_cast<size_t>(255); }
 constexpr size_t STAGE_BYTES = size_t{16} << 20;  // a copied matrix goes up in pieces of about this
 
-// Runs fn(begin, end) over [0, n) in contiguous parts on `threads` threads (this one among them).
+// Runs fn(begin, end) over [0, n) in contiguous parts on `threads` threads (this one among them;
+// it takes the parts of threads that could not be started).
 template <typename Fn>
 void split_run(int64_t n, int threads, Fn&& fn) {
     const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
     std::vector<std::thread> others;
-    for (int i = 1; i < t; ++i) others.emplace_back([&fn, n, t, i] { fn(n * i / t, n * (i + 1) / t); });
+    int started = 1;
+    for (; started < t; ++started) {
+        const int i = started;
+        try {
+            others.emplace_back([&fn, n, t, i] { fn(n * i / t, n * (i + 1) / t); });
+        } catch (const std::system_error&) {
+            break;
+        }
+    }
     fn(0, n / t);
+    if (started < t) fn(n * started / t, n);
     for (std::thread& th : others) th.join();
 }
 
