@@ -50,9 +50,9 @@ void MemoryBudget::set_model(int64_t bytes, bool mapped) {
 int64_t MemoryBudget::pool_headroom() const {
     int64_t room = INT64_MAX;
     if (mi_.valid()) {
-        // Host DRAM: pending runtime, the weights (unless copied to a discrete device), the margin.
-        // Mapped weights are still inside MemAvailable (page cache); copied ones are on a discrete
-        // device, or already out of MemAvailable on a unified board.
+        // Host DRAM: pending runtime, mapped weights (still inside MemAvailable, as page cache;
+        // copied ones are on a discrete device, or already out of MemAvailable on a unified
+        // board), the margin.
         const int64_t host_left =
             mi_.available - runtime_pending_ - (model_mapped_ ? weights() : 0) - cfg_.margin - sessions_;
         if (dev_.unified) {

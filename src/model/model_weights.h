@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "core/mmap_file.h"
 #include "model/model_config.h"
 #include "quant/quant_types.h"
 
 namespace jllm {
+
+class MmapFile;
 
 class GgufFile;
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -17,32 +16,14 @@
 #include "backend/cuda/weight_tiles.cuh"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/mmap_file.h"
+#include "core/thread_pool.h"
 
 namespace jllm {
 
 namespace {
 size_t align256(size_t n) { return (n + 255) & ~static_cast<size_t>(255); }
 constexpr size_t STAGE_BYTES = size_t{16} << 20;  // a copied matrix goes up in pieces of about this
-
-// Runs fn(begin, end) over [0, n) in contiguous parts on `threads` threads (this one among them;
-// it takes the parts of threads that could not be started).
-template <typename Fn>
-void split_run(int64_t n, int threads, Fn&& fn) {
-    const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
-    std::vector<std::thread> others;
-    int started = 1;
-    for (; started < t; ++started) {
-        const int i = started;
-        try {
-            others.emplace_back([&fn, n, t, i] { fn(n * i / t, n * (i + 1) / t); });
-        } catch (const std::system_error&) {
-            break;
-        }
-    }
-    fn(0, n / t);
-    if (started < t) fn(n * started / t, n);
-    for (std::thread& th : others) th.join();
-}
 
 // Two pinned staging buffers of `cap` bytes: the host fills one (next) while the stream copies the
 // other to the device (send). Without pinned memory, one pageable buffer and synchronous copies.
@@ -60,14 +41,11 @@ public:
             release();
             plain_.resize(cap);
         }
-        const unsigned hw = std::thread::hardware_concurrency();
-        threads_ = static_cast<int>(std::min(8u, std::max(1u, hw)));
     }
     ~StagedUpload() { release(); }
     StagedUpload(const StagedUpload&) = delete;
     StagedUpload& operator=(const StagedUpload&) = delete;
 
-    int threads() const { return threads_; }
     // The buffer to fill next, once the device has finished reading it.
     uint8_t* next() {
         if (!pinned_) return plain_.data();
@@ -105,7 +83,6 @@ private:
     cudaEvent_t sent_[2] = {nullptr, nullptr};
     bool used_[2] = {false, false};
     int cur_ = 1;
-    int threads_ = 1;
     std::vector<uint8_t> plain_;
 };
 }  // namespace
@@ -225,18 +202,20 @@ void CudaBackend::bind_weights(const ModelWeights& weights, WeightPlacement plac
         }
         const auto t_copy = std::chrono::steady_clock::now();
         StagedUpload up(stream_, cap);
+        ThreadPool pool(static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
         for (const Piece& p : pieces) {
             const WeightTensor& w = *p.w;
             uint8_t* stage = up.next();
             const int64_t unit = tiled(w) ? cuda::TILE_ROWS : 1;  // rows a thread takes at least
             const size_t unit_bytes = p.bytes / static_cast<size_t>(p.n / unit);
-            split_run(p.n / unit, p.bytes >= (size_t{1} << 20) ? up.threads() : 1, [&](int64_t u0, int64_t u1) {
+            auto fill = [&](int64_t u0, int64_t u1, int) {
                 const size_t a = static_cast<size_t>(u0) * unit_bytes, n = static_cast<size_t>(u1 - u0) * unit_bytes;
-                if (n == 0) return;
                 // Whole tile rows are tiled in place of the same bytes (weight_tiles.cuh).
                 if (tiled(w)) cuda::to_tiles(w.type, w.data + p.at + a, stage + a, (u1 - u0) * unit, w.cols);
                 else std::memcpy(stage + a, w.data + p.at + a, n);
-            });
+            };
+            if (p.bytes >= (size_t{1} << 20)) pool.parallel_for(p.n / unit, fill);
+            else fill(0, p.n / unit, 0);
             if (weights.mapping) weights.mapping->drop_pages(w.data + p.at, p.bytes);
             up.send(buf + p.dst, p.bytes);
         }
