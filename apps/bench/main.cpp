@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::Range(0.0, 1.0));
     app.add_option("--tokens", wl.tokens, "--workload: tokens generated per prompt")->capture_default_str()
         ->check(CLI::Range(2, 4096));
+    app.add_option("--sequences", wl.sequences,
+                   "--workload: write each prompt's token ids (the prompt and --spec off's greedy output, first round) "
+                   "to FILE as JSON lines, what scripts/spec_replay.py replays drafters on");
     app.add_option("--repeat-penalty", wl.repeat_penalty, "--workload: the requests' repeat penalty")
         ->capture_default_str()->check(CLI::Range(0.0, 10.0));
     app.set_version_flag("--version", std::string(JLLM_VERSION) + " (" + JLLM_GIT_COMMIT + ")");
@@ -180,8 +183,8 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
-    if (!wl.draft.empty()) {
-        std::fprintf(stderr, "jllm-bench: --draft is for --workload\n");
+    if (!wl.draft.empty() || !wl.sequences.empty()) {
+        std::fprintf(stderr, "jllm-bench: %s is for --workload\n", wl.draft.empty() ? "--sequences" : "--draft");
         return 2;
     }
 

@@ -126,6 +126,11 @@ int run_workload(const WorkloadOptions& o) {
         prompts.push_back(std::move(q));
     }
     const ModelInfo mi = engines[0]->model_info();
+    std::ofstream seq_out;
+    if (!o.sequences.empty()) {
+        seq_out.open(o.sequences);
+        if (!seq_out) throw std::runtime_error("--sequences: cannot write " + o.sequences);
+    }
     using Table = std::map<std::string, std::map<std::string, Sum>>;
     Table sums;    // kind -> mode -> sum ("all": every prompt)
     Table groups;  // group -> mode -> sum
@@ -159,6 +164,13 @@ int run_workload(const WorkloadOptions& o) {
                 const std::vector<int32_t>& t = e.resident_tokens();
                 if (i == 0) {
                     reference = t;
+                    if (seq_out.is_open() && rep == 0) {
+                        const nlohmann::json line = {{"name", p.name},          {"kind", p.kind},
+                                                     {"group", p.group},        {"prompt_tokens", res.stats.prompt_tokens},
+                                                     {"tokens", t}};
+                        seq_out << line.dump() << '\n';
+                        if (!seq_out) throw std::runtime_error("--sequences: cannot write " + o.sequences);
+                    }
                 } else if (t != reference) {
                     s.differ++;
                     all.differ++;

@@ -13,6 +13,7 @@ struct WorkloadOptions {
     std::string file;          // [{name, kind, messages, tools?}]
     std::string draft;         // the draft model for the modes that use one
     std::string modes = "off,ngram,draft,auto";
+    std::string sequences;     // where not empty: each prompt's tokens and `off`'s output, JSON lines
     int tokens = 128;
     int reps = 1;
     float repeat_penalty = 1.0f;

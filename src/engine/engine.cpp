@@ -909,10 +909,10 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
             seq.reserve(static_cast<size_t>(m.n_ctx));
         }
         int rows = 0, row = 0;  // verified rows in m.spec_logits; the next token samples `row`
-        DraftSource src = DraftSource::Ngram;
+        Drafter src = Drafter::lookup(NGRAM_MAX);  // the draft's drafter
         auto draft_done = [&](int accepted) {
             m.tuner.verified(src, static_cast<int>(drafts.size()), accepted);
-            (src == DraftSource::Ngram ? st.ngram_accepted : st.model_accepted) += accepted;
+            (src.source == DraftSource::Ngram ? st.ngram_accepted : st.model_accepted) += accepted;
         };
         // The next forward's draft after the pending token `id` (at most `room` tokens).
         auto propose = [&](int32_t id, int room) {
@@ -925,24 +925,28 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 if (model_k < 0) {
                     // A probe never pays for the draft model's prompt (a cold cache: a prefill).
                     const bool warm = m.draft->cold_tokens(seq) <= 16;
-                    model_k = m.tuner.length(DraftSource::Model, std::min(room, m.draft_cap), spec == SpecMode::Draft,
+                    model_k = m.tuner.length(Drafter::model(), std::min(room, m.draft_cap), spec == SpecMode::Draft,
                                              warm);
                 }
                 return model_k;
             };
             if (may_ngram) {
-                const int k = m.tuner.length(DraftSource::Ngram, std::min(room, m.draft_cap), spec == SpecMode::Ngram);
-                if (k > 0 && ngram_draft(seq.data(), seq.size(), k, drafts) > 0) {
+                // The match first (it costs a scan of the sequence), then the length the tuner
+                // gives a match of its length.
+                int match = 0;
+                const int found = ngram_draft(seq.data(), seq.size(), std::min(room, m.draft_cap), drafts, &match);
+                const Drafter lookup = Drafter::lookup(match);
+                const int k = found > 0 ? m.tuner.length(lookup, found, spec == SpecMode::Ngram) : 0;
+                drafts.resize(static_cast<size_t>(k));
+                if (k > 0) {
                     // auto: the draft model's draft instead where it is expected to yield more per
                     // unit of time than this match (prompt lookup's drafts cost nothing, but a short
                     // match of a drafter that is often wrong loses to a draft model that is right).
-                    const bool model_better =
-                        may_model && model_length() > 0 &&
-                        m.tuner.rate(DraftSource::Model, model_k) >
-                            m.tuner.rate(DraftSource::Ngram, static_cast<int>(drafts.size()));
+                    const bool model_better = may_model && model_length() > 0 &&
+                                              m.tuner.rate(Drafter::model(), model_k) > m.tuner.rate(lookup, k);
                     if (!model_better) {
-                        src = DraftSource::Ngram;
-                        st.ngram_drafted += static_cast<int>(drafts.size());
+                        src = lookup;
+                        st.ngram_drafted += k;
                         return;
                     }
                     drafts.clear();
@@ -956,7 +960,7 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 st.draft_ms += prefill_ms + step_ms;
                 if (!drafts.empty()) {
                     m.tuner.draft_step_done(step_ms / static_cast<double>(drafts.size()));
-                    src = DraftSource::Model;
+                    src = Drafter::model();
                     st.model_drafted += static_cast<int>(drafts.size());
                 }
             }

@@ -29,8 +29,9 @@ const char* spec_mode_name(SpecMode m) {
     return "?";
 }
 
-int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out) {
+int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out, int* match) {
     out.clear();
+    if (match != nullptr) *match = 0;
     if (max <= 0 || n < static_cast<size_t>(NGRAM_MIN) + 1) return 0;
     // One backward scan: at each earlier end j, the length of the common suffix of seq[0, j] and
     // seq[0, n) (at most NGRAM_MAX); the longest wins, the latest among equals.
@@ -50,6 +51,7 @@ int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out
     const size_t from = best_end + 1;
     const size_t k = std::min(static_cast<size_t>(max), n - from);
     out.assign(seq + from, seq + from + k);
+    if (match != nullptr) *match = static_cast<int>(best_len);
     return static_cast<int>(k);
 }
 
@@ -236,6 +238,13 @@ constexpr double PRIOR_SLOPE = 0.1;  // an unmeasured forward: T(1) x (1 + 0.1 p
 constexpr double CARRY = 4;     // acceptance counts carried into the next request
 }  // namespace
 
+SpecTuner::SpecTuner() {
+    for (int i = 0; i < DRAFTER_CLASSES; ++i) {
+        acc_[i] = rej_[i] = 1;
+        idle_[i] = 0;
+    }
+}
+
 void SpecTuner::reset_request() {
     // The last request's estimate is the best prior of the next one's (a home assistant's
     // requests are alike), at the weight of CARRY observations so the request's own first
@@ -244,7 +253,7 @@ void SpecTuner::reset_request() {
     // A drafter that does not pay by that estimate is probed at once: this request's text may
     // suit it better (a code answer after a chat one), and the draft model is warm now (it read
     // the prompt), not after steps without it.
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < DRAFTER_CLASSES; ++s) {
         const double w = acc_[s] + rej_[s];
         if (w > CARRY) {
             acc_[s] *= CARRY / w;
@@ -254,17 +263,17 @@ void SpecTuner::reset_request() {
     }
 }
 
-double SpecTuner::acceptance(DraftSource s) const {
-    const int i = static_cast<int>(s);
+double SpecTuner::acceptance(Drafter d) const {
+    const int i = d.index();
     return acc_[i] / (acc_[i] + rej_[i]);
 }
 
-double SpecTuner::rate(DraftSource s, int k) const {
+double SpecTuner::rate(Drafter d, int k) const {
     const double t1 = step_ms();
     if (t1 <= 0 || k <= 0) return 1.0;
     k = std::min(k, SPEC_DRAFT_MAX);
-    const double a = acceptance(s);
-    const double td = s == DraftSource::Model ? (draft_ms_ > 0 ? draft_ms_ : draft_prior_ * t1) : 0.0;
+    const double a = acceptance(d);
+    const double td = d.source == DraftSource::Model ? (draft_ms_ > 0 ? draft_ms_ : draft_prior_ * t1) : 0.0;
     double e = 1.0, ak = 1.0;
     for (int j = 1; j <= k; ++j) {
         ak *= a;
@@ -302,16 +311,16 @@ double SpecTuner::step_ms() const {
     return 0;
 }
 
-int SpecTuner::length(DraftSource s, int max, bool must, bool may_probe) {
+int SpecTuner::length(Drafter d, int max, bool must, bool may_probe) {
     max = std::min(max, SPEC_DRAFT_MAX);
     if (max <= 0) return 0;
     const double t1 = step_ms();
     if (t1 <= 0) return must ? max : 0;  // auto: a plain step first, to measure what drafting must beat
-    const int i = static_cast<int>(s);
+    const int i = d.index();
     int best_k = 0;
     double best = must ? -1.0 : 1.0;  // k = 0: one token per T(1)
     for (int k = 1; k <= max; ++k) {
-        const double r = rate(s, k);
+        const double r = rate(d, k);
         if (r > best) {
             best = r;
             best_k = k;
@@ -339,8 +348,8 @@ void SpecTuner::draft_step_done(double ms) {
     draft_ms_ = draft_ms_ > 0 ? (1 - EMA) * draft_ms_ + EMA * ms : ms;
 }
 
-void SpecTuner::verified(DraftSource s, int proposed, int accepted) {
-    const int i = static_cast<int>(s);
+void SpecTuner::verified(Drafter d, int proposed, int accepted) {
+    const int i = d.index();
     acc_[i] = acc_[i] * DECAY + accepted;
     rej_[i] = rej_[i] * DECAY + (accepted < proposed ? 1 : 0);
 }

@@ -6,6 +6,7 @@
 // it), so the output is the model's own, token for token.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,7 +24,12 @@ struct ModelConfig;
 struct ModelWeights;
 
 constexpr int SPEC_DRAFT_MAX = 16;  // --draft-max at most
-constexpr int NGRAM_MIN = 2, NGRAM_MAX = 6;
+// Prompt lookup's match lengths. One token is enough to propose: whether such a match pays is the
+// tuner's call, from the acceptance it measures for matches of each length apart (on the real
+// pair's tool-call and home-assistant answers the next token follows a match of 1, 2, 3, 4 and
+// 5-6 tokens 48%, 33%, 45%, 68% and ~50% of the time: one pooled estimate let the poor lengths
+// silence the good ones; docs/speculative.md).
+constexpr int NGRAM_MIN = 1, NGRAM_MAX = 6;
 // EngineConfig::draft_vocab's default on the CPU, whose output layer then computes only the
 // allowed tokens' rows: Qwen2.5-Coder-0.5B drafting for the 1.5B, the ten prompts of
 // tests/data/speculative/prompts.json, the draft model's time 14.2 -> 12.2 s at 84% -> 81% of
@@ -37,10 +43,26 @@ constexpr int DRAFT_CONF_K = 16;
 
 // Prompt lookup: the longest suffix of seq[0, n) of NGRAM_MAX .. NGRAM_MIN tokens that occurs
 // earlier in it; `out` gets the tokens that followed its latest earlier occurrence, at most
-// `max`. Returns their count (0: no match). Reads only the sequence: no state, no memory.
-int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out);
+// `max`, and *match (where given) the suffix's length. Returns their count (0: no match). Reads
+// only the sequence: no state, no memory.
+int ngram_draft(const int32_t* seq, size_t n, int max, std::vector<int32_t>& out, int* match = nullptr);
 
 enum class DraftSource { Ngram = 0, Model = 1 };
+
+// What the tuner learns an acceptance for: the draft model, or prompt lookup by the length of
+// its match.
+struct Drafter {
+    DraftSource source = DraftSource::Model;
+    int match = 0;  // prompt lookup: NGRAM_MIN .. NGRAM_MAX
+
+    static constexpr Drafter model() { return {DraftSource::Model, 0}; }
+    static constexpr Drafter lookup(int match) { return {DraftSource::Ngram, match}; }
+    // 0: the draft model; 1 .. NGRAM_MAX: prompt lookup's match lengths (clamped).
+    constexpr int index() const {
+        return source == DraftSource::Model ? 0 : std::clamp(match, NGRAM_MIN, NGRAM_MAX);
+    }
+};
+constexpr int DRAFTER_CLASSES = NGRAM_MAX + 1;
 
 // A draft model: its own weights, backend and KV cache, kept in step with the target's sequence
 // (the common prefix reused, the rest prefilled on the next draft).
@@ -111,7 +133,8 @@ private:
 
 // The draft length of each step: the k in 0..max that maximizes the expected tokens per unit of
 // time, E(k) / cost(k), with E(k) = 1 + a + .. + a^k for the drafter's recent per-token
-// acceptance a and cost(k) = T(k + 1) + k * t_draft from the measured forward times T(n) (an
+// acceptance a (per Drafter: the draft model, prompt lookup per match length) and
+// cost(k) = T(k + 1) + k * t_draft from the measured forward times T(n) (an
 // n not measured yet costs as the line through the nearest measured below and above it, or as
 // the largest below where none is above, and at least T(1) x (1 + 0.1 (n - 1)):
 // tried where that would pay, then known; t_draft includes the draft model's catch-up after a
@@ -123,31 +146,32 @@ private:
 // the engine's.
 class SpecTuner {
 public:
+    SpecTuner();
     // A new request: the acceptance estimates kept at a weight of CARRY, and a drafter that does
     // not pay probed at its first step.
     void reset_request();
     // 0: drafting does not pay now. `must`: the drafter was asked for (a length >= 1 always).
     // `may_probe`: a drafter that does not pay may still be tried now and then (false where the
     // try itself is dear: a draft model whose cache does not hold the prompt).
-    int length(DraftSource s, int max, bool must, bool may_probe = true);
-    // Expected tokens per T(1) of a k-token draft from `s` now, E(k) T(1) / cost(k) (k = 0, or
+    int length(Drafter d, int max, bool must, bool may_probe = true);
+    // Expected tokens per T(1) of a k-token draft from `d` now, E(k) T(1) / cost(k) (k = 0, or
     // nothing measured yet: 1): what `auto` compares between a prompt-lookup match and the draft
     // model's draft.
-    double rate(DraftSource s, int k) const;
+    double rate(Drafter d, int k) const;
     void forward_done(int n_tokens, double ms);
     void draft_step_done(double ms);  // one draft-model token
     // Until a draft token's time is measured it is taken as this fraction of a model step (the
     // draft's weight bytes over the model's: decode reads every weight once).
     void set_draft_prior(double fraction_of_step) { draft_prior_ = fraction_of_step; }
-    void verified(DraftSource s, int proposed, int accepted);
-    double acceptance(DraftSource s) const;
+    void verified(Drafter d, int proposed, int accepted);
+    double acceptance(Drafter d) const;
 
 private:
     double fwd_ms_[SPEC_DRAFT_MAX + 2] = {};  // EMA per batch size; 0: not measured
     double draft_ms_ = 0;
     double draft_prior_ = 0;
-    double acc_[2] = {1, 1}, rej_[2] = {1, 1};
-    int idle_[2] = {0, 0};  // steps since the drafter last paid (auto: probed every PROBE steps)
+    double acc_[DRAFTER_CLASSES], rej_[DRAFTER_CLASSES];  // decayed counts, from 1 / 1 (a = 0.5)
+    int idle_[DRAFTER_CLASSES];  // steps since the drafter last paid (auto: probed every PROBE steps)
     double cost(int n) const;
     double step_ms() const;  // T(1): measured, or estimated from the shortest measured forward
 };

@@ -134,53 +134,91 @@ TEST(NgramDraft, CappedByMaxAndBySequenceEnd) {
     EXPECT_EQ(out, (std::vector<int32_t>{3}));
 }
 
-TEST(NgramDraft, NoDraftWithoutABigramMatch) {
+TEST(NgramDraft, OneRecurringTokenIsAMatchOfOne) {
     std::vector<int32_t> out;
+    int match = -1;
     const std::vector<int32_t> a = {1, 2, 3, 4, 1};  // only the last token recurs
-    EXPECT_EQ(ngram_draft(a.data(), a.size(), 4, out), 0);
+    EXPECT_EQ(ngram_draft(a.data(), a.size(), 4, out, &match), 4);
+    EXPECT_EQ(out, (std::vector<int32_t>{2, 3, 4, 1}));
+    EXPECT_EQ(match, 1);
+    const std::vector<int32_t> b = {9, 1, 2, 3, 9, 1, 2};  // "9 1 2": three
+    EXPECT_EQ(ngram_draft(b.data(), b.size(), 2, out, &match), 2);
+    EXPECT_EQ(out, (std::vector<int32_t>{3, 9}));
+    EXPECT_EQ(match, 3);
+    const std::vector<int32_t> c = {1, 2, 3, 4};  // the last token is new
+    EXPECT_EQ(ngram_draft(c.data(), c.size(), 4, out, &match), 0);
     EXPECT_TRUE(out.empty());
-    const std::vector<int32_t> b = {1, 2};
-    EXPECT_EQ(ngram_draft(b.data(), b.size(), 4, out), 0);
-    EXPECT_EQ(ngram_draft(b.data(), 0, 4, out), 0);
+    EXPECT_EQ(match, 0);
+    EXPECT_EQ(ngram_draft(c.data(), 1, 4, out), 0);
+    EXPECT_EQ(ngram_draft(c.data(), 0, 4, out), 0);
 }
 
 // ---- tuner ----
 
+// The tuner's drafters in these tests: prompt lookup's longest matches, and the draft model.
+constexpr Drafter NG = Drafter::lookup(NGRAM_MAX), DM = Drafter::model();
+
 TEST(SpecTuner, AutoMeasuresAPlainStepFirstAskedDraftsAtOnce) {
     SpecTuner t;
-    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 0);
-    EXPECT_EQ(t.length(DraftSource::Ngram, 8, true), 8);
+    EXPECT_EQ(t.length(NG, 8, false), 0);
+    EXPECT_EQ(t.length(NG, 8, true), 8);
 }
 
 TEST(SpecTuner, LongDraftsWhenAcceptedNoneWhenRejected) {
     SpecTuner t;
     t.forward_done(1, 10.0);
     for (int n = 2; n <= 9; ++n) t.forward_done(n, 10.0 + n);  // cheap batches (bandwidth-bound)
-    for (int i = 0; i < 20; ++i) t.verified(DraftSource::Ngram, 8, 8);
-    EXPECT_GE(t.length(DraftSource::Ngram, 8, false), 6);
-    EXPECT_GT(t.acceptance(DraftSource::Ngram), 0.9);
-    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Ngram, 4, 0);
-    EXPECT_LT(t.acceptance(DraftSource::Ngram), 0.1);
-    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 0);
-    EXPECT_GE(t.length(DraftSource::Ngram, 8, true), 1);  // asked for: drafts anyway
+    for (int i = 0; i < 20; ++i) t.verified(NG, 8, 8);
+    EXPECT_GE(t.length(NG, 8, false), 6);
+    EXPECT_GT(t.acceptance(NG), 0.9);
+    for (int i = 0; i < 40; ++i) t.verified(NG, 4, 0);
+    EXPECT_LT(t.acceptance(NG), 0.1);
+    EXPECT_EQ(t.length(NG, 8, false), 0);
+    EXPECT_GE(t.length(NG, 8, true), 1);  // asked for: drafts anyway
     // Off, it still probes now and then (acceptance is learned only while drafting).
     int probes = 0;
-    for (int i = 0; i < 64; ++i) probes += t.length(DraftSource::Ngram, 8, false) > 0;
+    for (int i = 0; i < 64; ++i) probes += t.length(NG, 8, false) > 0;
     EXPECT_EQ(probes, 2);
-    for (int i = 0; i < 64; ++i) EXPECT_EQ(t.length(DraftSource::Ngram, 8, false, false), 0) << "no probe allowed";
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(t.length(NG, 8, false, false), 0) << "no probe allowed";
     // The drafters' acceptance is separate, and carried into the next request at the weight of
     // a few verifications: the request's first one moves it at once (uncapped, the 40 rejections
     // above would hold it near 0.3 after one accepted draft).
-    EXPECT_NEAR(t.acceptance(DraftSource::Model), 0.5, 1e-9);
-    const double before = t.acceptance(DraftSource::Ngram);
+    EXPECT_NEAR(t.acceptance(DM), 0.5, 1e-9);
+    const double before = t.acceptance(NG);
     t.reset_request();
-    EXPECT_NEAR(t.acceptance(DraftSource::Ngram), before, 1e-9);
-    EXPECT_NEAR(t.acceptance(DraftSource::Model), 0.5, 1e-9);
+    EXPECT_NEAR(t.acceptance(NG), before, 1e-9);
+    EXPECT_NEAR(t.acceptance(DM), 0.5, 1e-9);
     // A drafter that does not pay is probed at the request's first step, then as before.
-    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 2);
-    EXPECT_EQ(t.length(DraftSource::Ngram, 8, false), 0);
-    t.verified(DraftSource::Ngram, 4, 4);
-    EXPECT_GT(t.acceptance(DraftSource::Ngram), 0.45);
+    EXPECT_EQ(t.length(NG, 8, false), 2);
+    EXPECT_EQ(t.length(NG, 8, false), 0);
+    t.verified(NG, 4, 4);
+    EXPECT_GT(t.acceptance(NG), 0.45);
+}
+
+// Prompt lookup's acceptance is learned per match length: one-token matches that are mostly
+// wrong stop drafting (but for the probes) while six-token matches that are right draft long,
+// and the rate auto compares is each one's own.
+TEST(SpecTuner, MatchLengthsLearnTheirOwnAcceptance) {
+    SpecTuner t;
+    t.forward_done(1, 10.0);
+    for (int n = 2; n <= 9; ++n) t.forward_done(n, 12.0 + n);  // 1.4 steps for 2, then +0.1 a token
+    const Drafter one = Drafter::lookup(1), six = Drafter::lookup(6);
+    for (int i = 0; i < 30; ++i) {
+        t.verified(one, 2, 0);
+        t.verified(six, 8, 8);
+    }
+    EXPECT_LT(t.acceptance(one), 0.1);
+    EXPECT_GT(t.acceptance(six), 0.9);
+    EXPECT_NEAR(t.acceptance(Drafter::lookup(3)), 0.5, 1e-9);  // untouched
+    EXPECT_EQ(t.length(one, 8, false, false), 0);
+    EXPECT_GE(t.length(six, 8, false), 6);
+    EXPECT_EQ(t.length(one, 8, true), 1);  // asked for (--spec ngram): the shortest
+    EXPECT_LT(t.rate(one, 1), 1.0);
+    EXPECT_GT(t.rate(six, 6), 3.0);
+    // Out-of-range lengths are the nearest class.
+    EXPECT_EQ(Drafter::lookup(0).index(), Drafter::lookup(NGRAM_MIN).index());
+    EXPECT_EQ(Drafter::lookup(NGRAM_MAX + 5).index(), six.index());
+    EXPECT_NE(Drafter::model().index(), Drafter::lookup(NGRAM_MIN).index());
 }
 
 // What auto compares: the expected tokens per step of each drafter's draft. A drafter that is
@@ -188,32 +226,32 @@ TEST(SpecTuner, LongDraftsWhenAcceptedNoneWhenRejected) {
 // yet, is one token a step.
 TEST(SpecTuner, RateOrdersTheDrafters) {
     SpecTuner t;
-    EXPECT_EQ(t.rate(DraftSource::Ngram, 3), 1.0);  // nothing measured
+    EXPECT_EQ(t.rate(NG, 3), 1.0);  // nothing measured
     t.forward_done(1, 10.0);
     for (int n = 2; n <= 9; ++n) t.forward_done(n, 10.0 + n);
     for (int i = 0; i < 20; ++i) {
-        t.verified(DraftSource::Ngram, 4, 0);
-        t.verified(DraftSource::Model, 4, 4);
+        t.verified(NG, 4, 0);
+        t.verified(DM, 4, 4);
     }
     t.draft_step_done(1.0);  // a draft-model token: 0.1 of a step
-    EXPECT_EQ(t.rate(DraftSource::Model, 0), 1.0);
-    EXPECT_GT(t.rate(DraftSource::Model, 4), 2.5);
-    EXPECT_LT(t.rate(DraftSource::Ngram, 4), 1.0);
-    EXPECT_GT(t.rate(DraftSource::Model, 4), t.rate(DraftSource::Ngram, 4));
+    EXPECT_EQ(t.rate(DM, 0), 1.0);
+    EXPECT_GT(t.rate(DM, 4), 2.5);
+    EXPECT_LT(t.rate(NG, 4), 1.0);
+    EXPECT_GT(t.rate(DM, 4), t.rate(NG, 4));
     // The draft model's steps count: at a whole step a token it no longer pays.
     for (int i = 0; i < 40; ++i) t.draft_step_done(10.0);
-    EXPECT_LT(t.rate(DraftSource::Model, 4), 1.0);
+    EXPECT_LT(t.rate(DM, 4), 1.0);
 }
 
 TEST(SpecTuner, DraftModelPaysOnlyWhenItsStepsAreCheap) {
     SpecTuner t;
     t.forward_done(1, 10.0);
     for (int n = 2; n <= 9; ++n) t.forward_done(n, 11.0);
-    for (int i = 0; i < 20; ++i) t.verified(DraftSource::Model, 4, 2);  // a ~ 2/3
+    for (int i = 0; i < 20; ++i) t.verified(DM, 4, 2);  // a ~ 2/3
     t.draft_step_done(6.0);  // a draft token costs 0.6 of a model step: never pays
-    EXPECT_EQ(t.length(DraftSource::Model, 8, false), 0);
+    EXPECT_EQ(t.length(DM, 8, false), 0);
     for (int i = 0; i < 40; ++i) t.draft_step_done(0.5);  // 0.05 of a step: pays
-    EXPECT_GE(t.length(DraftSource::Model, 8, false), 2);
+    EXPECT_GE(t.length(DM, 8, false), 2);
 }
 
 // A compute-bound machine (each token adds a third of a step): with T(2) and T(9) measured, the
@@ -224,12 +262,12 @@ TEST(SpecTuner, UnmeasuredLengthsBetweenMeasuredOnesCostTheLineThroughThem) {
     t.forward_done(1, 10.0);
     t.forward_done(2, 13.0);
     t.forward_done(9, 46.0);
-    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Ngram, 4, 2);  // a -> 2/3
-    EXPECT_NEAR(t.acceptance(DraftSource::Ngram), 2.0 / 3.0, 0.02);
-    EXPECT_EQ(t.length(DraftSource::Ngram, 8, true), 1);
+    for (int i = 0; i < 40; ++i) t.verified(NG, 4, 2);  // a -> 2/3
+    EXPECT_NEAR(t.acceptance(NG), 2.0 / 3.0, 0.02);
+    EXPECT_EQ(t.length(NG, 8, true), 1);
     // Measured cheap after all (a gemm path from 3 tokens, say): longer drafts again.
     for (int i = 0; i < 20; ++i) t.forward_done(3, 13.5);
-    EXPECT_GE(t.length(DraftSource::Ngram, 8, true), 2);
+    EXPECT_GE(t.length(NG, 8, true), 2);
 }
 
 // `--spec draft` never takes a plain step, so T(1) is never measured: the length still follows
@@ -237,19 +275,19 @@ TEST(SpecTuner, UnmeasuredLengthsBetweenMeasuredOnesCostTheLineThroughThem) {
 // a step, T(9) = 4.6 steps, 62% accepted: one token a draft, not the maximum).
 TEST(SpecTuner, AskedDraftsAdaptWithoutAPlainStep) {
     SpecTuner t;
-    EXPECT_EQ(t.length(DraftSource::Model, 8, true), 8);  // nothing measured yet
+    EXPECT_EQ(t.length(DM, 8, true), 8);  // nothing measured yet
     t.forward_done(9, 242.0);
     t.draft_step_done(30.8);
-    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Model, 8, 5);  // a -> 5/6 per token, 62% drafted
-    for (int i = 0; i < 40; ++i) t.verified(DraftSource::Model, 2, 0);
-    EXPECT_LT(t.acceptance(DraftSource::Model), 0.7);
-    EXPECT_EQ(t.length(DraftSource::Model, 8, true), 1);
+    for (int i = 0; i < 40; ++i) t.verified(DM, 8, 5);  // a -> 5/6 per token, 62% drafted
+    for (int i = 0; i < 40; ++i) t.verified(DM, 2, 0);
+    EXPECT_LT(t.acceptance(DM), 0.7);
+    EXPECT_EQ(t.length(DM, 8, true), 1);
     t.forward_done(2, 61.5);
-    EXPECT_EQ(t.length(DraftSource::Model, 8, true), 1);
+    EXPECT_EQ(t.length(DM, 8, true), 1);
     // Everything accepted and a cheap draft: long drafts again.
-    for (int i = 0; i < 80; ++i) t.verified(DraftSource::Model, 8, 8);
+    for (int i = 0; i < 80; ++i) t.verified(DM, 8, 8);
     for (int i = 0; i < 40; ++i) t.draft_step_done(2.0);
-    EXPECT_GE(t.length(DraftSource::Model, 8, true), 6);
+    EXPECT_GE(t.length(DM, 8, true), 6);
 }
 
 TEST(SpecTuner, UnmeasuredDraftCostsItsPrior) {
@@ -257,9 +295,9 @@ TEST(SpecTuner, UnmeasuredDraftCostsItsPrior) {
     t.forward_done(1, 10.0);
     for (int n = 2; n <= 9; ++n) t.forward_done(n, 14.0);
     t.set_draft_prior(0.45);  // a 0.5B draft for a 1.5B model: not worth trying at a ~ 1/2
-    EXPECT_EQ(t.length(DraftSource::Model, 8, false), 0);
+    EXPECT_EQ(t.length(DM, 8, false), 0);
     t.set_draft_prior(0.02);  // a tiny draft: tried
-    EXPECT_GE(t.length(DraftSource::Model, 8, false), 1);
+    EXPECT_GE(t.length(DM, 8, false), 1);
 }
 
 // ---- through the Engine ----
