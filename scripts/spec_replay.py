@@ -61,7 +61,7 @@ class Tuner:
                 self.rej[c] *= CARRY / w
             self.idle[c] = PROBE - 1
 
-    def length(self, c, max_len, must):
+    def length(self, c, max_len, must, may_probe=True):
         a = self.acc[c] / (self.acc[c] + self.rej[c])
         best, best_k, e, ak = (-1.0 if must else 1.0), 0, 1.0, 1.0
         for k in range(1, max_len + 1):
@@ -74,7 +74,7 @@ class Tuner:
             self.idle[c] = 0
             return best_k
         self.idle[c] += 1
-        if self.idle[c] >= PROBE:
+        if self.idle[c] >= PROBE and may_probe:
             self.idle[c] = 0
             return min(2, max_len)
         return 0
@@ -112,8 +112,11 @@ def copy_oracle(seq, p, curve, max_len):
 
 
 def replay(records, curve, policy, max_len):
-    min_match, per_length, must = {"engine": (1, True, False), "must": (1, True, True),
-                                   "min2": (2, False, False), "min2-must": (2, False, True)}.get(policy, (0, 0, 0))
+    # (shortest match, an acceptance per match length, always draft, proposals not drafted scored
+    # against the sampled token instead of probes); min2 and min2-must: the engine before 2026-12-07
+    min_match, per_length, must, shadow = {"engine": (1, True, False, True), "must": (1, True, True, True),
+                                           "min2": (2, False, False, False),
+                                           "min2-must": (2, False, True, False)}.get(policy, (0, 0, 0, 0))
     tuner = Tuner(curve, NGRAM_MAX + 1)
     groups = {}
     for r in records:
@@ -129,13 +132,15 @@ def replay(records, curve, policy, max_len):
             room = min(max_len, len(cont))
             found, match = ngram_draft(seq, i + 1, room, min_match)
             cls = match if per_length else 0
-            k = tuner.length(cls, len(found), must) if found else 0
+            k = tuner.length(cls, len(found), must, not shadow) if found else 0
             draft = found[:k]
             a = 0
             while a < len(draft) and draft[a] == cont[a]:
                 a += 1
             if draft:
                 tuner.verified(cls, len(draft), a)
+            elif found and shadow:
+                tuner.verified(cls, 1, 1 if found[0] == cont[0] else 0)
             cost += curve[len(draft)]
             forwards += 1
             drafted += len(draft)
@@ -154,8 +159,9 @@ def main():
     ap.add_argument("--flat", type=float, help="T(n) = 1 + FLAT (n - 1) instead of --curve")
     ap.add_argument("--draft-max", type=int, default=16, help="tokens drafted at most (also capped by the curve)")
     ap.add_argument("--policy", default="engine,oracle",
-                    help="comma-separated: engine (auto: matches of 1..6 tokens, acceptance per length), must "
-                         "(--spec ngram), min2 / min2-must (matches of 2..6, one acceptance), oracle (the bound)")
+                    help="comma-separated: engine (auto: matches of 1..6 tokens, acceptance per length, learned on "
+                         "every match), must (--spec ngram), min2 / min2-must (the engine before 2026-12-07: matches "
+                         "of 2..6, one acceptance, learned while drafting), oracle (the bound)")
     args = ap.parse_args()
     if (args.curve is None) == (args.flat is None):
         sys.exit("spec_replay.py: give one of --curve and --flat")

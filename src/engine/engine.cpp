@@ -910,6 +910,11 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         }
         int rows = 0, row = 0;  // verified rows in m.spec_logits; the next token samples `row`
         Drafter src = Drafter::lookup(NGRAM_MAX);  // the draft's drafter
+        // A prompt-lookup proposal not drafted (it did not pay, or the draft model's draft was
+        // taken): its first token, scored against the token the step samples. It cost nothing to
+        // find, so its acceptance is learned on every step that found a match, drafted or not.
+        int32_t shadow = -1;
+        Drafter shadow_of = src;
         auto draft_done = [&](int accepted) {
             m.tuner.verified(src, static_cast<int>(drafts.size()), accepted);
             (src.source == DraftSource::Ngram ? st.ngram_accepted : st.model_accepted) += accepted;
@@ -917,6 +922,7 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
         // The next forward's draft after the pending token `id` (at most `room` tokens).
         auto propose = [&](int32_t id, int room) {
             drafts.clear();
+            shadow = -1;
             if (room <= 0) return;
             seq.assign(m.resident.begin(), m.resident.end());
             seq.push_back(id);
@@ -936,7 +942,11 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 int match = 0;
                 const int found = ngram_draft(seq.data(), seq.size(), std::min(room, m.draft_cap), drafts, &match);
                 const Drafter lookup = Drafter::lookup(match);
-                const int k = found > 0 ? m.tuner.length(lookup, found, spec == SpecMode::Ngram) : 0;
+                const int k = found > 0 ? m.tuner.length(lookup, found, spec == SpecMode::Ngram, false) : 0;
+                if (found > 0) {
+                    shadow = drafts[0];
+                    shadow_of = lookup;
+                }
                 drafts.resize(static_cast<size_t>(k));
                 if (k > 0) {
                     // auto: the draft model's draft instead where it is expected to yield more per
@@ -946,6 +956,7 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                                               m.tuner.rate(Drafter::model(), model_k) > m.tuner.rate(lookup, k);
                     if (!model_better) {
                         src = lookup;
+                        shadow = -1;
                         st.ngram_drafted += k;
                         return;
                     }
@@ -998,6 +1009,10 @@ GenerateResult Engine::generate(const GenerateRequest& req, const PieceCallback&
                 first = false;
             }
             generated++;
+            if (shadow >= 0) {
+                m.tuner.verified(shadow_of, 1, id == shadow ? 1 : 0);
+                shadow = -1;
+            }
             const bool accepted = expect >= 0 && id == expect;
             if (rows > 0 && !accepted) {  // the drafts after this row leave the cache
                 draft_done(row);

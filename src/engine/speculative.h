@@ -27,8 +27,7 @@ constexpr int SPEC_DRAFT_MAX = 16;  // --draft-max at most
 // Prompt lookup's match lengths. One token is enough to propose: whether such a match pays is the
 // tuner's call, from the acceptance it measures for matches of each length apart (on the real
 // pair's tool-call and home-assistant answers the next token follows a match of 1, 2, 3, 4 and
-// 5-6 tokens 48%, 33%, 45%, 68% and ~50% of the time: one pooled estimate let the poor lengths
-// silence the good ones; docs/speculative.md).
+// 5-6 tokens 48%, 33%, 45%, 68% and ~50% of the time; docs/speculative.md).
 constexpr int NGRAM_MIN = 1, NGRAM_MAX = 6;
 // EngineConfig::draft_vocab's default on the CPU, whose output layer then computes only the
 // allowed tokens' rows: Qwen2.5-Coder-0.5B drafting for the 1.5B, the ten prompts of
@@ -152,7 +151,9 @@ public:
     void reset_request();
     // 0: drafting does not pay now. `must`: the drafter was asked for (a length >= 1 always).
     // `may_probe`: a drafter that does not pay may still be tried now and then (false where the
-    // try itself is dear: a draft model whose cache does not hold the prompt).
+    // try itself is dear: a draft model whose cache does not hold the prompt; and for prompt
+    // lookup, whose proposals the engine scores against the sampled token when it does not draft
+    // them, so its acceptance is learned without trying).
     int length(Drafter d, int max, bool must, bool may_probe = true);
     // Expected tokens per T(1) of a k-token draft from `d` now, E(k) T(1) / cost(k) (k = 0, or
     // nothing measured yet: 1): what `auto` compares between a prompt-lookup match and the draft
