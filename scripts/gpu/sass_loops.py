@@ -17,6 +17,7 @@ A loop is the range from a backward branch's target to the branch. Prints one li
 import argparse
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -97,4 +98,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     sys.exit(main(sys.argv[1:]))
