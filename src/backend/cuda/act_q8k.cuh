@@ -1,7 +1,8 @@
 // backend/cuda/act_q8k.cuh — the act_q8k quantizer of one 256-value block by one warp (cuda_ops.h
 // act_q8k: the int8 GEMM's input), shared by the quantizer kernel (gemm_s8.cu) and the kernels
 // that write the GEMM's fp16 input and can write its act_q8k copy in the same pass (the prefill
-// RMSNorm, the fp16 conversion): the same bytes whichever writes them.
+// RMSNorm, the fp16 conversion): the same bytes whichever writes them; and the int8 kernels' reading
+// of a Q4_K row header.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -56,6 +57,25 @@ __device__ __forceinline__ void quantize_q8k_warp(uint4 raw, int lane, int64_t b
             make_uint2(*reinterpret_cast<const uint32_t*>(&hi), *reinterpret_cast<const uint32_t*>(&lo));
     }
     if (lane == 0) *reinterpret_cast<float4*>(r + Q8K_D) = make_float4(d, 0.0f, 0.0f, 0.0f);
+}
+
+// What the int8 kernels (gemm_s8.cu, gemv_s8.cu) take from a Q4_K row's 16-byte header h (d | dmin,
+// then the 12 scale bytes s0..s11) for the lane of mma column c: sc[0] / sc[1] the 6-bit scales of
+// sub-blocks 0-3 / 4-7 as bytes; big / small the minima's fp16 mma A words (64 m_j, m_j for
+// j = 2c, 2c + 1). Q4_K: sc_j = s_j & 63, m_j = s_{j+4} & 63 (j < 4); sc_j = (s_{j+4} & 15) |
+// (s_{j-4} >> 6) << 4, m_j = (s_{j+4} >> 4) | (s_j >> 6) << 4 (j >= 4).
+__device__ __forceinline__ void q4k_header_s8(uint4 h, int c, uint32_t (&sc)[2], uint32_t& big, uint32_t& small) {
+    sc[0] = h.y & 0x3F3F3F3Fu;
+    sc[1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+    const uint32_t mlo = h.z & 0x3F3F3F3Fu;
+    const uint32_t mhi = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+    const uint32_t mw = c < 2 ? mlo : mhi;
+    const int sh = 16 * (c & 1);
+    const float m0 = static_cast<float>((mw >> sh) & 0xFFu), m1 = static_cast<float>((mw >> (sh + 8)) & 0xFFu);
+    const __half2 b = __floats2half2_rn(64.0f * m0, 64.0f * m1);
+    const __half2 m = __floats2half2_rn(m0, m1);
+    big = *reinterpret_cast<const uint32_t*>(&b);
+    small = *reinterpret_cast<const uint32_t*>(&m);
 }
 
 }  // namespace cuda

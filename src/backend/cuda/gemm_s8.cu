@@ -139,26 +139,14 @@ __global__ void __launch_bounds__(REG_THREADS, 2)
         for (int q = 0; q < 2; ++q) {
             dq[q] = mq[q] = 0.0f;  // past the last row: zeros
             sc[q][0] = sc[q][1] = 0u;
-            uint32_t m0 = 0u, m1 = 0u;
+            am[q] = am[2 + q] = 0u;
             if (valid[q]) {
                 const uint4 h = *reinterpret_cast<const uint4*>(wt + q * F::BYTES + F::HDR + 16 * g);
                 dq[q] = fp16_to_f32(static_cast<uint16_t>(h.x & 0xFFFFu));
                 mq[q] = fp16_to_f32(static_cast<uint16_t>(h.x >> 16));
-                // Q4_K's 12 scale bytes s0..s11 (h.y, h.z, h.w): sc_j = s_j & 63, m_j = s_{j+4} & 63 (j < 4);
-                // sc_j = (s_{j+4} & 15) | (s_{j-4} >> 6) << 4, m_j = (s_{j+4} >> 4) | (s_j >> 6) << 4 (j >= 4).
-                sc[q][0] = h.y & 0x3F3F3F3Fu;
-                sc[q][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
-                const uint32_t mlo = h.z & 0x3F3F3F3Fu;
-                const uint32_t mhi = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
-                const uint32_t mw = c < 2 ? mlo : mhi;
-                const int sh = 16 * (c & 1);
-                m0 = (mw >> sh) & 0xFFu;
-                m1 = (mw >> (sh + 8)) & 0xFFu;
+                // am[q]: k 2c, 2c + 1 (64 m, rows g | g + 8); am[2 + q]: k 8 + 2c, 9 + 2c (m)
+                q4k_header_s8(h, c, sc[q], am[q], am[2 + q]);
             }
-            const __half2 big = __floats2half2_rn(64.0f * static_cast<float>(m0), 64.0f * static_cast<float>(m1));
-            const __half2 small = __floats2half2_rn(static_cast<float>(m0), static_cast<float>(m1));
-            am[q] = *reinterpret_cast<const uint32_t*>(&big);        // k 2c, 2c + 1: 64 m (rows g | g + 8)
-            am[2 + q] = *reinterpret_cast<const uint32_t*>(&small);  // k 8 + 2c, 9 + 2c: m
         }
 
         // The token tiles in passes of up to S8_PASS (the integer sums of one pass live across the

@@ -36,6 +36,16 @@ inline std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t c
     return m;
 }
 
+// n_tok tokens of random_activations, one after the other.
+inline std::vector<float> batch_activations(int n_tok, int64_t cols, std::mt19937& rng) {
+    std::vector<float> x;
+    for (int t = 0; t < n_tok; ++t) {
+        const std::vector<float> xt = random_activations(cols, rng);
+        x.insert(x.end(), xt.begin(), xt.end());
+    }
+    return x;
+}
+
 // A matrix's bytes as the device holds them in `layout` (the file's rows are `w`).
 inline std::vector<uint8_t> device_bytes(GgmlType type, cuda::WeightLayout layout, const std::vector<uint8_t>& w,
                                          int64_t rows, int64_t cols) {

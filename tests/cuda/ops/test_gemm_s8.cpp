@@ -38,15 +38,6 @@ constexpr double SWIGLU_REL = 2e-6;
 constexpr double EXACT_SLACK = 1.001;
 constexpr double EXACT_REL = 1e-5;
 
-std::vector<float> batch_activations(int n_tok, int64_t cols, std::mt19937& rng) {
-    std::vector<float> x;
-    for (int t = 0; t < n_tok; ++t) {
-        const std::vector<float> xt = random_activations(cols, rng);
-        x.insert(x.end(), xt.begin(), xt.end());
-    }
-    return x;
-}
-
 // The exact product (fp64: the file's dequantized weights, x rounded to fp16) of row r, token t, and
 // the activations' rounding bound around it (EXACT_SLACK, EXACT_REL) from xq's block scales.
 struct Exact {
