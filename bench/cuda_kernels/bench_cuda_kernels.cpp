@@ -17,10 +17,13 @@
 // work buffer the size the engine allocates for qwen3-4b at its batch of 512; stream launches, as
 // the engine's prefill) and add TFLOPS (TOPS for int8; 2 x rows x cols x n_tok per matrix / time)
 // and the int8 / fp16 ratio per matrix; their check is against gemm_ref / gemm_s8_ref.
+// --s8-gemv N[,M..] also times, for tiled Q4_K and 1..8 tokens, the int8 tensor-core GEMV
+// (launch_gemv_s8, the prefill GEMM's arithmetic in a GEMV's grid) with N 256-column blocks per
+// warp, as the GEMV is timed; its check is against gemv_s8_ref.
 // Then the decode step's sampling kernels (argmax, top-k) over 151,936 logits, checked exactly.
 //   jllm-bench-kernels [--copy-gib 2] [--reps 50] [--types q4_k,q6_k,q8_0] [--ntok 1,4[,33,512]]
 //                      [--gemm int8,fp16] [--quick] [--launch graph|stream] [--rows-layout]
-//                      [--no-sampling] [--json FILE]
+//                      [--no-sampling] [--s8-gemv 1,2 [--no-dp4a]] [--json FILE]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -142,7 +145,9 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, ui
     return w;
 }
 
-std::vector<int> parse_int_list(const std::string& s, const char* flag) {
+// A comma-separated list of integers in 1..max (what: how the error names one).
+std::vector<int> parse_int_list(const std::string& s, const char* flag, int max = MAX_BENCH_TOKENS,
+                                const char* what = "a token count") {
     std::vector<int> v;
     std::stringstream ss(s);
     std::string item;
@@ -150,9 +155,8 @@ std::vector<int> parse_int_list(const std::string& s, const char* flag) {
         if (item.empty()) continue;
         char* end = nullptr;
         const long x = std::strtol(item.c_str(), &end, 10);
-        if (*end != '\0' || x < 1 || x > MAX_BENCH_TOKENS) {
-            throw jllm::JllmError(jllm::strfmt("%s: '%s' is not a token count in 1..%d", flag, item.c_str(),
-                                               MAX_BENCH_TOKENS));
+        if (*end != '\0' || x < 1 || x > max) {
+            throw jllm::JllmError(jllm::strfmt("%s: '%s' is not %s in 1..%d", flag, item.c_str(), what, max));
         }
         v.push_back(static_cast<int>(x));
     }
@@ -244,7 +248,9 @@ struct CaseResult {
     int64_t rows = 0, cols = 0;
     int n_tok = 1;
     bool swiglu = false;
-    std::string gemm;  // n_tok > 4: the prefill GEMM's arithmetic ("fp16" or "int8"); "" for the GEMVs
+    // n_tok > 4: the prefill GEMM's arithmetic ("fp16" or "int8"); "" for the dp4a GEMV; "s8/bN" for the
+    // int8 tensor-core GEMV with gemv_s8_split(cols, N)
+    std::string gemm;
     uint64_t weight_bytes = 0;  // read per call (both matrices for SwiGLU)
     int copies = 0, calls_per_sample = 0;
     std::vector<double> us;  // time per call of each sample
@@ -266,6 +272,10 @@ struct Options {
     // n_tok > 4: the prefill GEMMs timed, each where it takes the matrix: "int8" (tiled Q4_K on act_q8k)
     // and "fp16" (every type; launch_gemm on fp16 activations).
     std::vector<std::string> gemms{"int8", "fp16"};
+    // n_tok <= 8 on tiled Q4_K: the int8 tensor-core GEMV (launch_gemv_s8) too, once per entry: its
+    // split's 256-column blocks per warp (gemv_s8_split); none: the dp4a GEMV alone.
+    std::vector<int> s8_blocks_per_warp;
+    bool dp4a = true;  // the dp4a GEMV (n_tok <= 4)
 };
 
 // Times launch_matmul on `shape` for every n_tok of opt.ntoks; appends one result per n_tok.
@@ -322,7 +332,8 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     DevBuf xh(host_x.size() * sizeof(uint16_t));
     // The int8 GEMM's input (act_q8k of xh) per token count, also outside the timing.
     DevBuf xq8(cuda::gemm_takes_s8(fmt) ? cuda::act_q8k_bytes(max_tok, shape.cols) : 1);
-    if (max_tok > cuda::GEMV_MAX_TOKENS) {
+    const bool s8v = cuda::gemv_takes_s8(fmt) && !opt.s8_blocks_per_warp.empty();
+    if (max_tok > cuda::GEMV_MAX_TOKENS || s8v) {
         cuda::launch_to_f16(static_cast<const float*>(x.p), static_cast<int64_t>(host_x.size()),
                             static_cast<uint16_t*>(xh.p), stream.get());
         stream.sync();
@@ -330,10 +341,14 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     const size_t work_floats = cuda::gemm_work_floats_for_batch(ENGINE_BATCH, ENGINE_WORK_ROWS);
     DevBuf work(max_tok > cuda::GEMV_MAX_TOKENS ? work_floats * sizeof(float) : 1);
     bool int8 = false;  // the GEMM of the case being timed
+    int s8_split = 0;   // > 0: the case times launch_gemv_s8 with this split
     auto call = [&](int k, int n_tok) {  // the k-th call of the rotation
         const uint8_t* w1 = w.bytes() + static_cast<size_t>(k % n_calls) * per_call * stride;
         const uint8_t* w2 = shape.swiglu ? w1 + stride : nullptr;
-        if (n_tok > cuda::GEMV_MAX_TOKENS) {
+        if (s8_split > 0) {
+            cuda::launch_gemv_s8(w1, w2, shape.rows, shape.cols, xq8.p, n_tok, s8_split, static_cast<float*>(y.p), mode,
+                                 stream.get());
+        } else if (n_tok > cuda::GEMV_MAX_TOKENS) {
             cuda::launch_gemm(fmt, w1, w2, shape.rows, shape.cols, static_cast<const uint16_t*>(xh.p), n_tok,
                               static_cast<float*>(y.p), mode, stream.get(), static_cast<float*>(work.p), work_floats,
                               int8 ? xq8.p : nullptr);
@@ -351,8 +366,11 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     // (n_tok, GEMM) pairs: one per GEMV token count, one per GEMM that takes the matrix beyond.
     std::vector<std::pair<int, std::string>> runs;
     for (int n_tok : opt.ntoks) {
+        if (s8v && n_tok <= cuda::GEMV_S8_MAX_TOKENS) {
+            for (int b : opt.s8_blocks_per_warp) runs.emplace_back(n_tok, "s8/b" + std::to_string(b));
+        }
         if (n_tok <= cuda::GEMV_MAX_TOKENS) {
-            runs.emplace_back(n_tok, "");
+            if (opt.dp4a || !s8v) runs.emplace_back(n_tok, "");
             continue;
         }
         for (const std::string& g : opt.gemms) {
@@ -361,7 +379,9 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     }
     for (const auto& [n_tok, gemm_kind] : runs) {
         int8 = gemm_kind == "int8";
-        if (int8) {
+        s8_split = gemm_kind.rfind("s8/b", 0) == 0 ? cuda::gemv_s8_split(shape.cols, std::stoi(gemm_kind.substr(4)))
+                                                   : 0;
+        if (int8 || s8_split > 0) {
             cuda::launch_quantize_q8k(static_cast<const uint16_t*>(xh.p), n_tok, shape.cols, xq8.p, stream.get());
             stream.sync();
         }
@@ -375,12 +395,14 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         r.swiglu = shape.swiglu;
         r.weight_bytes = static_cast<uint64_t>(mat_bytes) * per_call;
         r.copies = static_cast<int>(copies);
-        const bool gemm = n_tok > cuda::GEMV_MAX_TOKENS;
+        const bool gemm = n_tok > cuda::GEMV_MAX_TOKENS && s8_split == 0;
         // GEMM calls are up to two launches (product + split-K reduction), all held behind the gate.
         const int cps = gemm ? std::min(MAX_CALLS_PER_SAMPLE / 2, std::max(MIN_CALLS_PER_SAMPLE, n_calls))
                              : calls_per_sample;
         r.calls_per_sample = cps;
-        if (q8 && !gemm) cuda::launch_quantize_act(static_cast<const float*>(x.p), n_tok, shape.cols, xq.p, stream.get());
+        if (q8 && !gemm && s8_split == 0) {
+            cuda::launch_quantize_act(static_cast<const float*>(x.p), n_tok, shape.cols, xq.p, stream.get());
+        }
         const int timeouts0 = gate.timeouts();
         int k = 0;
         for (int i = 0; i < cps; ++i) call(k++, n_tok);  // warm-up (and module load)
@@ -431,10 +453,11 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
         // The GEMM rounds weights and activations to fp16 (gemm_ref is the twin of the kernel it
         // takes), or the int8 GEMM its activations to act_q8k (gemm_s8_ref).
         const uint8_t* w2_ref = shape.swiglu ? host_w.data() : nullptr;
-        if (int8) {
+        if (int8 || s8_split > 0) {
             std::vector<uint8_t> hq(cuda::act_q8k_bytes(n_tok, shape.cols));
             cuda::quantize_q8k_ref(host_x.data(), n_tok, shape.cols, hq.data());
-            cuda::gemm_s8_ref(host_w.data(), w2_ref, nr, shape.cols, hq.data(), n_tok, ref.data(), mode);
+            cuda::gemv_s8_ref(host_w.data(), w2_ref, nr, shape.cols, hq.data(), n_tok, std::max(1, s8_split),
+                              ref.data(), mode);
         } else if (gemm) {
             cuda::gemm_ref(fmt, host_w.data(), w2_ref, nr, shape.cols, host_x.data(), n_tok, ref.data(), mode);
         } else {
@@ -536,7 +559,7 @@ std::vector<SamplingResult> measure_sampling(int reps, uint64_t seed, cuda::Benc
 
 const CaseResult* find_case(const std::vector<CaseResult>& v, const char* type, const char* shape) {
     for (const CaseResult& r : v) {
-        if (r.type == type && r.shape == shape && r.n_tok == 1) return &r;
+        if (r.type == type && r.shape == shape && r.n_tok == 1 && r.gemm.empty()) return &r;
     }
     return nullptr;
 }
@@ -591,7 +614,8 @@ int main(int argc, char** argv) {
     double copy_gib = 2.0;
     int reps = 50, copy_reps = 10;
     double rotate_mib = 256;
-    std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", gemm_s = "int8,fp16", json_path;
+    std::string types_s = "q4_k,q6_k,q8_0", ntok_s = "1", gemm_s = "int8,fp16", json_path, s8_s;
+    bool no_dp4a = false;
     bool quick = false, no_large = false, no_model = false;
     std::string launch = "graph";
     bool rows_layout = false;
@@ -606,6 +630,9 @@ int main(int argc, char** argv) {
     app.add_option("--gemm", gemm_s, "n_tok > 4: the prefill GEMMs to time, comma-separated: int8 (tiled Q4_K on "
                                      "8-bit activations), fp16")
         ->capture_default_str();
+    app.add_option("--s8-gemv", s8_s, "n_tok <= 8 on tiled Q4_K: also time the int8 tensor-core GEMV, once per "
+                                      "entry (comma-separated: 256-column blocks per warp of its column split, 1..64)");
+    app.add_flag("--no-dp4a", no_dp4a, "with --s8-gemv: skip the dp4a GEMV on the matrices the int8 GEMV takes");
     app.add_option("--rotate-mib", rotate_mib, "the copies of a matrix total at least this (MiB; L2 must not hold them)")
         ->capture_default_str();
     app.add_option("--launch", launch, "how a sample's calls are launched: graph (one CUDA graph, as the engine's "
@@ -639,6 +666,12 @@ int main(int argc, char** argv) {
         opt.seed = seed;
         opt.graph = launch == "graph";
         opt.rows_layout = rows_layout;
+        if (!s8_s.empty()) {
+            opt.s8_blocks_per_warp = parse_int_list(s8_s, "--s8-gemv", 64, "a count of blocks per warp");
+        } else if (no_dp4a) {
+            throw jllm::JllmError("--no-dp4a needs --s8-gemv");
+        }
+        opt.dp4a = !no_dp4a;
         opt.gemms.clear();
         for (size_t p = 0; p <= gemm_s.size();) {
             const size_t e = std::min(gemm_s.find(',', p), gemm_s.size());
@@ -713,7 +746,9 @@ int main(int argc, char** argv) {
                     "copies totalling >= %.0f MiB; GB/s = weight bytes / time; check = relative RMS error of %lld rows "
                     "against matmul_ref; n_tok > 4: cuda::launch_gemm (the prefill GEMM, column GEMM) on fp16 activations (fp16) or on "
                     "their act_q8k copy (int8; converted and quantized outside the timing), stream launches, checked "
-                    "against gemm_ref / gemm_s8_ref; TFLOPS: TOPS for int8\n\n",
+                    "against gemm_ref / gemm_s8_ref; TFLOPS: TOPS for int8; GEMM s8/bN: cuda::launch_gemv_s8 (the int8 "
+                    "tensor-core GEMV on act_q8k, quantized outside the timing; split gemv_s8_split(cols, N)), "
+                    "timed as the GEMV, checked against gemv_s8_ref\n\n",
                     opt.reps, opt.graph ? "one CUDA graph per sample" : "stream launches", opt.rotate_bytes / 1048576.0, static_cast<long long>(CHECK_ROWS));
         std::printf("| type | matrix | rows | cols | n_tok | weight MB | copies | us / call | min .. max | GB/s | "
                     "%% of copy | check | TFLOPS | GEMM |\n");

@@ -12,6 +12,7 @@
 #include "backend/cuda/chunk_q8.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv_q8_tiled.cuh"
+#include "backend/cuda/gemv_s8.cuh"
 #include "backend/cuda/weight_tiles.cuh"
 #include "core/error.h"
 
@@ -95,6 +96,119 @@ void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t 
             }
         }
     });
+}
+
+namespace {
+
+// mma.sync m16n8k32 (u8 A row-major, s8 B column-major, s32 D) over a warp's fragments as PTX lays
+// them out: lane 4 g + c holds A rows g (a0, a2) and g + 8 (a1, a3) at k 4c..4c + 3 (a0, a1) and
+// 16 + 4c.. (a2, a3), B column g at k 4c.. (b0) and 16 + 4c.. (b1), D rows g (d0, d1) and g + 8
+// (d2, d3) at columns 2c, 2c + 1.
+void mma_16832_u8s8_lanes(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], int (&d)[32][4]) {
+    auto a_at = [&](int r, int k) {
+        const uint32_t w = a[4 * (r % 8) + (k % 16) / 4][(r >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0)];
+        return static_cast<int>((w >> (8 * (k % 4))) & 0xFFu);
+    };
+    auto b_at = [&](int k, int n) {
+        const uint32_t w = b[4 * n + (k % 16) / 4][k >= 16 ? 1 : 0];
+        return static_cast<int>(static_cast<int8_t>(static_cast<uint8_t>(w >> (8 * (k % 4)))));
+    };
+    for (int l = 0; l < 32; ++l) {
+        for (int e = 0; e < 4; ++e) {
+            const int r = l / 4 + 8 * (e / 2), n = 2 * (l % 4) + e % 2;
+            int sum = 0;
+            for (int k = 0; k < 32; ++k) sum += a_at(r, k) * b_at(k, n);
+            d[l][e] = sum;
+        }
+    }
+}
+
+// mma.sync m16n8k16 (fp16 A, B; fp32 D from zero) on integer-valued inputs whose products and sums
+// stay below 2^24 (exact in any order): lane 4 g + c holds A rows g / g + 8 at k 2c, 2c + 1 (a0 / a1)
+// and 8 + 2c.. (a2 / a3), B column g at k 2c.. (b0) and 8 + 2c.. (b1); D as above.
+void mma_16816_lanes(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], float (&d)[32][4]) {
+    auto half_at = [](uint32_t w, int i) {
+        return static_cast<double>(fp16_to_f32(static_cast<uint16_t>(w >> (16 * i))));
+    };
+    for (int l = 0; l < 32; ++l) {
+        for (int e = 0; e < 4; ++e) {
+            const int r = l / 4 + 8 * (e / 2), n = 2 * (l % 4) + e % 2;
+            double sum = 0.0;
+            for (int k = 0; k < 16; ++k) {
+                const double av = half_at(a[4 * (r % 8) + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+                const double bv = half_at(b[4 * n + (k % 8) / 2][k >= 8 ? 1 : 0], k % 2);
+                sum += av * bv;
+            }
+            d[l][e] = static_cast<float>(sum);
+        }
+    }
+}
+
+}  // namespace
+
+void gemv_s8_lanes_host(const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok, int k_split,
+                        float* y) {
+    JLLM_ASSERT(tiles_fit(GgmlType::Q4_K, rows, cols) && n_tok >= 1 && n_tok <= GEMV_S8_MAX_TOKENS && k_split >= 1);
+    using F = TileFmt<GgmlType::Q4_K>;
+    const int64_t nb = cols / 256, rec_stride = nb * Q8K_REC;
+    const uint8_t* w = static_cast<const uint8_t*>(tiles);
+    const uint8_t* x8 = static_cast<const uint8_t*>(xq);
+    const uint8_t* rec = x8 + act_q8k_records_at(n_tok, cols);
+    for (int64_t grp = 0; grp < (rows + 15) / 16; ++grp) {
+        const int64_t r0 = 16 * grp, t0 = 2 * grp, t1 = r0 + 8 < rows ? t0 + 1 : t0;
+        float total[32][4] = {};
+        for (int kp = 0; kp < k_split; ++kp) {  // the warps of the group, added in kp order
+            float acc[32][4] = {};
+            for (int64_t b = kp; b < nb; b += k_split) {
+                S8Tiles t[32];
+                S8Act x[32];
+                S8Lane p[32];
+                for (int l = 0; l < 32; ++l) {
+                    const int g = l / 4, c = l % 4;
+                    load_tiles(t[l], w + (t0 * nb + b) * F::BYTES, w + (t1 * nb + b) * F::BYTES, g, c);
+                    load_act(x[l], n_tok, x8 + g * cols + 256 * b + 8 * c, rec + g * rec_stride + b * Q8K_REC + 8 * c,
+                             rec + 2 * c * rec_stride + b * Q8K_REC + Q8K_D, rec_stride, g, c);
+                    s8_lane_prepare(t[l], c, p[l]);
+                }
+                int lo[32][4] = {}, hi[32][4] = {};
+                for (int i = 0; i < 4; ++i) {
+                    for (int h = 0; h < 2; ++h) {
+                        const int j = 2 * i + h;
+                        uint32_t a[32][4], bw[32][2];
+                        int r[32][4];
+                        for (int l = 0; l < 32; ++l) {
+                            s8_a_words(t[l], i, h, a[l]);
+                            bw[l][0] = x[l].x[j].x;
+                            bw[l][1] = x[l].x[j].y;
+                        }
+                        mma_16832_u8s8_lanes(a, bw, r);
+                        for (int l = 0; l < 32; ++l) {
+                            s8_add(h ? hi[l] : lo[l], s8_scale(p[l], 0, j), s8_scale(p[l], 1, j), r[l]);
+                        }
+                    }
+                }
+                uint32_t am[32][4], hl[32][2];
+                float msum[32][4];
+                for (int l = 0; l < 32; ++l) {
+                    for (int k = 0; k < 4; ++k) am[l][k] = p[l].am[k];
+                    hl[l][0] = x[l].hl.x;
+                    hl[l][1] = x[l].hl.y;
+                }
+                mma_16816_lanes(am, hl, msum);
+                for (int l = 0; l < 32; ++l) s8_finish(p[l], lo[l], hi[l], msum[l], x[l], acc[l]);
+            }
+            for (int l = 0; l < 32; ++l) {
+                for (int e = 0; e < 4; ++e) total[l][e] = kp == 0 ? acc[l][e] : total[l][e] + acc[l][e];
+            }
+        }
+        for (int l = 0; l < 32; ++l) {
+            for (int e = 0; e < 4; ++e) {
+                const int64_t r = r0 + l / 4 + 8 * (e / 2);
+                const int n = 2 * (l % 4) + e % 2;
+                if (r < rows && n < n_tok) y[n * rows + r] = total[l][e];
+            }
+        }
+    }
 }
 
 void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b) {

@@ -189,53 +189,67 @@ void quantize_q8k_ref(const float* x, int n_tok, int64_t cols, void* xq) {
     }
 }
 
-void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, float* y,
-                 MatOut out, float* abs_sum) {
-    JLLM_ASSERT(cols % 256 == 0 && (out != MatOut::SwiGLU || w2 != nullptr));
+namespace {
+
+// The int8 kernels' term of one 256-column block of a Q4_K row against act_q8k block a (its
+// record rc): v = fma(-dmin, msum, d * float(isum)) and the block's scale d_x in *da, which the
+// kernels add as fma(d_x, v, acc) (gemm_s8.cu, gemv_s8.cu).
+float s8_block_v(const BlockQ4_K& B, const int8_t* a, const uint8_t* rc, float* da) {
+    const Half* hl = reinterpret_cast<const Half*>(rc);
+    int64_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, mn;
+        get_scale_min_k4(j, B.scales, &sc, &mn);
+        int dot = 0;
+        for (int k = 0; k < 32; ++k) {
+            const int code = (B.qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF;
+            dot += code * a[32 * j + k];
+        }
+        isum += static_cast<int64_t>(sc) * dot;
+        const int hi = static_cast<int>(to_f32(hl[4 * (j / 2) + j % 2]));
+        const int lo = static_cast<int>(to_f32(hl[4 * (j / 2) + 2 + j % 2]));
+        msum += static_cast<int64_t>(mn) * (64 * hi + lo);
+    }
+    std::memcpy(da, rc + 32, sizeof *da);
+    return std::fmaf(-to_f32(B.dmin), static_cast<float>(msum),
+                     to_f32(B.d) * static_cast<float>(static_cast<int32_t>(isum)));
+}
+
+// Row r of Q4_K matrix m (rb bytes a row) for token t of act_q8k xq as the int8 kernels form it:
+// k_split parts (blocks k, k + k_split, .. each added in order from zero), then the parts added in
+// order. abs_sum (optional): the sum of the blocks' |d_x * v|.
+float s8_row_dot(const void* m, size_t rb, int64_t r, int t, int64_t cols, int n_tok, const void* xq, int k_split,
+                 float* abs_sum) {
     const int64_t nb = cols / 256;
-    const size_t rb = row_size(GgmlType::Q4_K, cols);
-    const int8_t* q = static_cast<const int8_t*>(xq);
-    const uint8_t* rec = static_cast<const uint8_t*>(xq) + act_q8k_records_at(n_tok, cols);
-    // One row's sum for token t as the kernel forms it (its abs_sum in *as).
-    auto row_dot = [&](const void* m, int64_t r, int t, float* as) {
-        const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(m) + r * rb);
-        float acc = 0.0f, mag = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) {
-            const BlockQ4_K& B = blk[b];
-            const int8_t* a = q + static_cast<int64_t>(t) * cols + b * 256;
-            const uint8_t* rc = rec + (static_cast<int64_t>(t) * nb + b) * 48;
-            const Half* hl = reinterpret_cast<const Half*>(rc);
-            int64_t isum = 0, msum = 0;
-            for (int j = 0; j < 8; ++j) {
-                uint8_t sc, mn;
-                get_scale_min_k4(j, B.scales, &sc, &mn);
-                int dot = 0;
-                for (int k = 0; k < 32; ++k) {
-                    const int code = (B.qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0xF;
-                    dot += code * a[32 * j + k];
-                }
-                isum += static_cast<int64_t>(sc) * dot;
-                const int hi = static_cast<int>(to_f32(hl[4 * (j / 2) + j % 2]));
-                const int lo = static_cast<int>(to_f32(hl[4 * (j / 2) + 2 + j % 2]));
-                msum += static_cast<int64_t>(mn) * (64 * hi + lo);
-            }
+    const int8_t* q = static_cast<const int8_t*>(xq) + static_cast<int64_t>(t) * cols;
+    const uint8_t* rec = static_cast<const uint8_t*>(xq) + act_q8k_records_at(n_tok, cols) + t * nb * 48;
+    const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(m) + r * rb);
+    float total = 0.0f, mag = 0.0f;
+    for (int k = 0; k < k_split; ++k) {
+        float acc = 0.0f;
+        for (int64_t b = k; b < nb; b += k_split) {
             float da;
-            std::memcpy(&da, rc + 32, sizeof da);
-            const float v = std::fmaf(-to_f32(B.dmin), static_cast<float>(msum),
-                                      to_f32(B.d) * static_cast<float>(static_cast<int32_t>(isum)));
+            const float v = s8_block_v(blk[b], q + b * 256, rec + b * 48, &da);
             acc = std::fmaf(da, v, acc);
             mag += std::fabs(da * v);
         }
-        if (as != nullptr) *as = mag;
-        return acc;
-    };
+        total = k == 0 ? acc : total + acc;
+    }
+    if (abs_sum != nullptr) *abs_sum = mag;
+    return total;
+}
+
+void s8_product_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok,
+                    int k_split, float* y, MatOut out, float* abs_sum) {
+    JLLM_ASSERT(cols % 256 == 0 && k_split >= 1 && (out != MatOut::SwiGLU || w2 != nullptr));
+    const size_t rb = row_size(GgmlType::Q4_K, cols);
     for (int t = 0; t < n_tok; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
             float* as = abs_sum != nullptr ? abs_sum + static_cast<int64_t>(t) * rows + r : nullptr;
-            const float g = row_dot(w, r, t, as);
+            const float g = s8_row_dot(w, rb, r, t, cols, n_tok, xq, k_split, as);
             float& o = y[static_cast<int64_t>(t) * rows + r];
             if (out == MatOut::SwiGLU) {
-                const float u = row_dot(w2, r, t, nullptr);
+                const float u = s8_row_dot(w2, rb, r, t, cols, n_tok, xq, k_split, nullptr);
                 o = g / (1.0f + std::exp(-g)) * u;
             } else if (out == MatOut::Add) {
                 o += g;
@@ -244,6 +258,18 @@ void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, cons
             }
         }
     }
+}
+
+}  // namespace
+
+void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, float* y,
+                 MatOut out, float* abs_sum) {
+    s8_product_ref(w, w2, rows, cols, xq, n_tok, 1, y, out, abs_sum);
+}
+
+void gemv_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, int k_split,
+                 float* y, MatOut out) {
+    s8_product_ref(w, w2, rows, cols, xq, n_tok, k_split, y, out, nullptr);
 }
 
 void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq,

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cuda/cuda_common.cuh"
 
@@ -64,7 +65,8 @@ __device__ __forceinline__ void quantize_q8k_warp(uint4 raw, int lane, int64_t b
 // sub-blocks 0-3 / 4-7 as bytes; big / small the minima's fp16 mma A words (64 m_j, m_j for
 // j = 2c, 2c + 1). Q4_K: sc_j = s_j & 63, m_j = s_{j+4} & 63 (j < 4); sc_j = (s_{j+4} & 15) |
 // (s_{j-4} >> 6) << 4, m_j = (s_{j+4} >> 4) | (s_j >> 6) << 4 (j >= 4).
-__device__ __forceinline__ void q4k_header_s8(uint4 h, int c, uint32_t (&sc)[2], uint32_t& big, uint32_t& small) {
+__host__ __device__ __forceinline__ void q4k_header_s8(uint4 h, int c, uint32_t (&sc)[2], uint32_t& big,
+                                                      uint32_t& small) {
     sc[0] = h.y & 0x3F3F3F3Fu;
     sc[1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
     const uint32_t mlo = h.z & 0x3F3F3F3Fu;
@@ -74,8 +76,8 @@ __device__ __forceinline__ void q4k_header_s8(uint4 h, int c, uint32_t (&sc)[2],
     const float m0 = static_cast<float>((mw >> sh) & 0xFFu), m1 = static_cast<float>((mw >> (sh + 8)) & 0xFFu);
     const __half2 b = __floats2half2_rn(64.0f * m0, 64.0f * m1);
     const __half2 m = __floats2half2_rn(m0, m1);
-    big = *reinterpret_cast<const uint32_t*>(&b);
-    small = *reinterpret_cast<const uint32_t*>(&m);
+    memcpy(&big, &b, sizeof big);  // the bits (memcpy: no type punning on the host)
+    memcpy(&small, &m, sizeof small);
 }
 
 }  // namespace cuda

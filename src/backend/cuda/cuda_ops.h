@@ -191,6 +191,31 @@ constexpr int GEMM_S8_MIN_TOKENS = GEMV_MAX_TOKENS + 1;
 void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, float* y,
                  MatOut out, float* abs_sum = nullptr);
 
+// ---- the int8 tensor-core GEMV (tiled Q4_K on act_q8k, 1..GEMV_S8_MAX_TOKENS tokens) ----
+// The int8 GEMM's arithmetic per 256 columns in a GEMV's grid (gemv_s8.cu): every token count up
+// to 8 runs the same instructions (the tokens are the mma's columns). A matrix's columns are split
+// over k_split warps per 16 rows, each adding its blocks kp, kp + k_split, .. in order from zero,
+// the parts then added in kp order; with the split fixed per matrix (gemv_s8_split), row t of an
+// n-token product is the one-token product of token t bit for bit. Its twin is gemv_s8_ref.
+constexpr int GEMV_S8_MAX_TOKENS = 8;
+constexpr int GEMV_S8_MAX_SPLIT = 16;
+constexpr int GEMV_S8_MAX_SEG = 3;
+bool gemv_takes_s8(WeightFormat fmt);
+// The split of a matrix of cols columns: about blocks_per_warp 256-column blocks a warp, at most
+// GEMV_S8_MAX_SPLIT warps per 16 rows.
+int gemv_s8_split(int64_t cols, int blocks_per_warp = 2);
+// y [n_tok][rows] from tiled Q4_K w (SwiGLU: gate w, up w2) and xq (act_q8k of n_tok tokens).
+void launch_gemv_s8(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok,
+                    int k_split, float* y, MatOut out, void* stream);
+// Up to GEMV_S8_MAX_SEG matrices of one width sharing the input (Q, K, V) in one grid, each
+// segment's rows as launch_gemv_s8 forms them (SwiGLU: one segment, w2 its up projection).
+void launch_gemv_s8_multi(int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
+                          const void* xq, int n_tok, int k_split, float* const* y, MatOut out, void* stream);
+// Twin of launch_gemv_s8 on the file's Q4_K rows and a host act_q8k buffer, bit for bit (SwiGLU:
+// up to the device's exponential); with k_split 1 it is gemm_s8_ref.
+void gemv_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, int k_split,
+                 float* y, MatOut out);
+
 // ---- 8-bit activations: the input of the dp4a GEMV ----
 // `n_tok` rows of `cols` (a multiple of 32) values in blocks of 32, in one buffer: int8 q
 // [n_tok][cols], then (at the next 16-byte boundary, act_q8_scale_offset) one float4 per block
@@ -244,6 +269,11 @@ void gemv_q8_ref(GgmlType type, const void* w, const void* w2, int64_t rows, int
 // (tests; tests/support defines it and chunk_q8_host): y[n_tok][rows] (Store) from tiles (rows a
 // multiple of 8) and xq (act_q8, 16-byte aligned).
 void gemv_q8_tiled_host(GgmlType type, const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok,
+                        float* y);
+// The int8 GEMV's per-lane pieces (gemv_s8.cuh) run on the host over every lane of every warp, the
+// mma emulated from its fragment layout (tests; tests/support defines it): y[n_tok][rows] (Store)
+// from tiled Q4_K (rows a multiple of 8) and xq (act_q8k), k_split as launch_gemv_s8's.
+void gemv_s8_lanes_host(const void* tiles, int64_t rows, int64_t cols, const void* xq, int n_tok, int k_split,
                         float* y);
 // The kernels' int8 chunk decoder run on the host (tests): q[32] as integers, a[2], b[2].
 void chunk_q8_host(GgmlType type, const void* row, int64_t c, int8_t* q, float* a, float* b);

@@ -62,6 +62,16 @@ __device__ __forceinline__ void mma_16832_s8_new(int* d, const uint32_t* a, uint
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
 }
 
+// d (16x8, s32) = a (16x32, u8, row) * b (32x8, s8, col): unsigned weights (4-bit codes, or codes
+// times 16 in the high nibbles) against signed activations.
+__device__ __forceinline__ void mma_16832_u8s8_new(int* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
 __device__ __forceinline__ float clamp_f16_range(float v) { return fminf(fmaxf(v, -65504.0f), 65504.0f); }
 
 // Two floats as a half2 (round to nearest), saturated to +-65504 so an outlier cannot become inf
