@@ -332,7 +332,7 @@ void run_case(GgmlType type, const Shape& shape, const Options& opt, double copy
     DevBuf xh(host_x.size() * sizeof(uint16_t));
     // The int8 GEMM's input (act_q8k of xh) per token count, also outside the timing.
     DevBuf xq8(cuda::gemm_takes_s8(fmt) ? cuda::act_q8k_bytes(max_tok, shape.cols) : 1);
-    const bool s8v = cuda::gemv_takes_s8(fmt) && !opt.s8_blocks_per_warp.empty();
+    const bool s8v = cuda::gemm_takes_s8(fmt) && !opt.s8_blocks_per_warp.empty();
     if (max_tok > cuda::GEMV_MAX_TOKENS || s8v) {
         cuda::launch_to_f16(static_cast<const float*>(x.p), static_cast<int64_t>(host_x.size()),
                             static_cast<uint16_t*>(xh.p), stream.get());

@@ -196,11 +196,11 @@ void gemm_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, cons
 // to 8 runs the same instructions (the tokens are the mma's columns). A matrix's columns are split
 // over k_split warps per 16 rows, each adding its blocks kp, kp + k_split, .. in order from zero,
 // the parts then added in kp order; with the split fixed per matrix (gemv_s8_split), row t of an
-// n-token product is the one-token product of token t bit for bit. Its twin is gemv_s8_ref.
+// n-token product is the one-token product of token t bit for bit. Its twin is gemv_s8_ref. It
+// takes the matrices the int8 GEMM takes (gemm_takes_s8: tiled Q4_K).
 constexpr int GEMV_S8_MAX_TOKENS = 8;
 constexpr int GEMV_S8_MAX_SPLIT = 16;
 constexpr int GEMV_S8_MAX_SEG = 3;
-bool gemv_takes_s8(WeightFormat fmt);
 // The split of a matrix of cols columns: about blocks_per_warp 256-column blocks a warp, at most
 // GEMV_S8_MAX_SPLIT warps per 16 rows.
 int gemv_s8_split(int64_t cols, int blocks_per_warp = 2);

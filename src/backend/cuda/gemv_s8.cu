@@ -182,8 +182,6 @@ void run_gemv_s8(const GemvS8Args& a, int n_tok, unsigned grid, int threads, cud
 
 }  // namespace
 
-bool gemv_takes_s8(WeightFormat fmt) { return fmt.tiled() && fmt.type == GgmlType::Q4_K; }
-
 int gemv_s8_split(int64_t cols, int blocks_per_warp) {
     JLLM_ASSERT(cols % 256 == 0 && cols >= 256 && blocks_per_warp >= 1);
     const int64_t nb = cols / 256;
