@@ -57,6 +57,7 @@ BackendOptions backend_options_from_env() {
         c.attention.kernel = std::strcmp(v, "simt") == 0 ? cuda::AttnKernel::Simt : cuda::AttnKernel::Auto;
     }
     if (const char* v = knob("JLLM_CUDA_GEMM", {"int8", "fp16"})) c.gemm_int8 = std::strcmp(v, "int8") == 0;
+    if (const char* v = knob("JLLM_CUDA_GEMV", {"int8", "dp4a"})) c.gemv_int8 = std::strcmp(v, "int8") == 0;
     if (const char* v = knob("JLLM_CUDA_ATTN_WARPS", {"1", "2", "4"})) c.attention.decode_warps = std::atoi(v);
     c.attn_max_split = int_knob("JLLM_CUDA_ATTN_SPLITS", 1, cuda::ATTN_MAX_SPLIT, c.attn_max_split);
     c.gemm_int8_min_tokens =

@@ -19,6 +19,7 @@ namespace jllm {
 //   JLLM_CUDA_ATTN_KERNEL  auto|simt   simt: the fp32 SIMT attention kernels only
 //   JLLM_CUDA_GEMM         int8|fp16   prefill products of tiled Q4_K on int8 (default) or fp16 tensor cores
 //   JLLM_CUDA_GEMM_S8_MIN  5..2^20 the smallest batch the int8 GEMM takes (default GEMM_S8_MIN_TOKENS)
+//   JLLM_CUDA_GEMV         int8|dp4a decode gate / up products on int8 tensor cores or dp4a (CudaOptions::gemv_int8)
 //   JLLM_CUDA_ATTN_WARPS   1|2|4   warps per block of the group-shared decode-attention kernel
 //   JLLM_CUDA_ATTN_SPLITS  1..256  at most this many attention splits of the KV range (decode, short prefills)
 // A value outside the allowed ones throws JllmError naming the variable.

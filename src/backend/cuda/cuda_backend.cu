@@ -154,9 +154,14 @@ void CudaBackend::allocate(int n_ctx, int n_batch, KvType kv_type) {
         xq_ = alloc(xq_bytes - xq_ff_bytes);
         xq_ff_ = alloc(xq_ff_bytes);
     }
+    // The int8 GEMV's input (the FFN norm's act_q8k) where a layer's gate / up takes it.
+    const bool any_gemv_s8 = use_q8_ && opt_.gemv_int8 && c_.n_embd % 256 == 0 &&
+                             std::any_of(layers_.begin(), layers_.end(), [](const DevLayer& l) { return ffn_on_s8(l); });
+    const size_t xq8_dec_bytes = any_gemv_s8 ? cuda::act_q8k_bytes(cuda::GEMV_MAX_TOKENS, c_.n_embd) : 0;
+    xq8_dec_ = xq8_dec_bytes > 0 ? alloc(xq8_dec_bytes) : nullptr;
     if (!cuda::embed_type_supported(token_embd_.type) || c_.n_embd % 32 != 0) embd_host_.assign(B * c_.n_embd, 0.0f);
     scratch_bytes_ = static_cast<int64_t>(floats * sizeof(float) + B * sizeof(int32_t) + 3 * sizeof(int32_t) + cuda::argmax_work_bytes() +
-                                          xq_bytes + xh_bytes + xq8_bytes + mask_words_ * sizeof(uint32_t));
+                                          xq_bytes + xh_bytes + xq8_bytes + xq8_dec_bytes + mask_words_ * sizeof(uint32_t));
 }
 
 void CudaBackend::tap(const char* name, int il, const float* dev, int64_t n_tokens, int64_t width) {

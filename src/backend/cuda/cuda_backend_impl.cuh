@@ -141,6 +141,11 @@ private:
     void step_tail(StepTail tail, int k, bool masked);
     // The 8-bit-activation (dp4a GEMV) path serves batches of up to GEMV_MAX_TOKENS tokens.
     bool q8_path(int n_tokens) const { return use_q8_ && n_tokens <= cuda::GEMV_MAX_TOKENS; }
+    // A layer whose gate / up the int8 GEMV can take on that path: both tiled Q4_K (one fused
+    // product), and W_down tiled (its dp4a GEMV reads the product's 8-bit copy by halves).
+    static bool ffn_on_s8(const DevLayer& l) {
+        return l.ffn_fused() && cuda::gemm_takes_s8(l.w_gate.fmt()) && l.w_down.fmt().tiled() && l.w_gate.rows % 32 == 0;
+    }
 
     // ---- graph_cache.cu
     bool graph_usable() const;
@@ -236,6 +241,9 @@ private:
     void* xq_ = nullptr;     // act_q8 of [GEMV_MAX_TOKENS][max(n_embd, n_head * head_dim, n_ff)]: 8-bit activations
     void* xq_ff_ = nullptr;  // act_q8 of [GEMV_MAX_TOKENS][n_ff]: the SwiGLU output's 8-bit copy (ffn_down's input)
     void* xq8_ = nullptr;  // act_q8k of [n_batch][max(n_embd, q_dim, n_ff)]: the int8 GEMM's input (null: not used)
+    // act_q8k of [GEMV_MAX_TOKENS][n_embd]: the int8 GEMV's input, the FFN norm's (null: no layer's
+    // gate / up takes it, CudaOptions::gemv_int8 off).
+    void* xq8_dec_ = nullptr;
     float* gemm_work_ = nullptr;  // [gemm_work_floats_] split-K partial sums of prefill GEMMs with small grids
     size_t gemm_work_floats_ = 0;
     bool use_q8_ = false;  // every matrix has a dp4a GEMV

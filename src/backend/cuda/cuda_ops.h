@@ -205,12 +205,16 @@ constexpr int GEMV_S8_MAX_SEG = 3;
 // GEMV_S8_MAX_SPLIT warps per 16 rows.
 int gemv_s8_split(int64_t cols, int blocks_per_warp = 2);
 // y [n_tok][rows] from tiled Q4_K w (SwiGLU: gate w, up w2) and xq (act_q8k of n_tok tokens).
+// yq (SwiGLU only, rows a multiple of 32; not xq): y's act_q8 copy too, quantized by halves (each
+// warp's 16 rows are a half), bit for bit as quantize_act_ref(y, .., true): the input of the tiled
+// dp4a GEMV (launch_gemv_q8), as launch_gemv_q8's yq_halves.
 void launch_gemv_s8(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok,
-                    int k_split, float* y, MatOut out, void* stream);
+                    int k_split, float* y, MatOut out, void* stream, void* yq = nullptr);
 // Up to GEMV_S8_MAX_SEG matrices of one width sharing the input (Q, K, V) in one grid, each
 // segment's rows as launch_gemv_s8 forms them (SwiGLU: one segment, w2 its up projection).
 void launch_gemv_s8_multi(int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
-                          const void* xq, int n_tok, int k_split, float* const* y, MatOut out, void* stream);
+                          const void* xq, int n_tok, int k_split, float* const* y, MatOut out, void* stream,
+                          void* yq = nullptr);
 // Twin of launch_gemv_s8 on the file's Q4_K rows and a host act_q8k buffer, bit for bit (SwiGLU:
 // up to the device's exponential); with k_split 1 it is gemm_s8_ref.
 void gemv_s8_ref(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok, int k_split,
@@ -229,9 +233,12 @@ size_t act_q8_bytes(int n_tok, int64_t cols);
 void launch_quantize_act(const float* x, int n_tok, int64_t cols, void* xq, void* stream);
 // Host twin (a host buffer of act_q8_bytes); halves: each 16-value half quantized on its own.
 void quantize_act_ref(const float* x, int n_tok, int64_t cols, void* xq, bool halves = false);
-// RMSNorm whose output (also written to y as fp32 when y is not null) is quantized into xq.
+// RMSNorm whose output (also written to y as fp32 when y is not null) is quantized into xq (act_q8)
+// and, where xq8k is not null (n a multiple of 256, 16-byte aligned), into xq8k (act_q8k: the output
+// rounded to fp16 as launch_to_f16 rounds it, then quantized as launch_quantize_q8k quantizes; the
+// int8 GEMV's input); either may be null, not both.
 void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n_rows, int64_t n, float eps,
-                       void* stream);
+                       void* stream, void* xq8k = nullptr);
 
 // ---- decode GEMV on 8-bit activations (dp4a): the quantized weight types ----
 // y[n_tok][rows] (= / += / SwiGLU as MatOut) from W [rows][cols] and xq (act_q8 layout, n_tok

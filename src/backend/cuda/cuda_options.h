@@ -23,6 +23,11 @@ struct CudaOptions {
     bool gemm_int8 = true;
     // The smallest batch whose products take the int8 GEMM (more than GEMV_MAX_TOKENS).
     int gemm_int8_min_tokens = cuda::GEMM_S8_MIN_TOKENS;
+    // Decode batches (up to GEMV_MAX_TOKENS tokens: a step, a verification) take a layer's gate / up
+    // product on int8 tensor cores (launch_gemv_s8 on the norm's act_q8k, writing W_down's 8-bit
+    // input itself) where gate and up are tiled Q4_K and W_down is tiled; off: the dp4a GEMV. The
+    // choice is per layer and the same at every batch size, so a verification's rows stay steps'.
+    bool gemv_int8 = false;
     // Copied Q4_K/Q6_K matrices in the tiled layout (tiles_fit); off: the file's rows, as mapped
     // weights are read (for comparisons: the register GEMMs and the tiled GEMV need the tiles).
     bool tiled_weights = true;

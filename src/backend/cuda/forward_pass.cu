@@ -213,7 +213,15 @@ void CudaBackend::layer(int il, int n_tokens, int pos0, const int* pos_dev, int 
     step("wo");
     tap("attn_res", il, x, n, E);
     const bool fused_ffn = L.ffn_fused();
-    if (q8) {
+    if (q8 && xq8_dec_ != nullptr && ffn_on_s8(L)) {
+        // int8 tensor cores (CudaOptions::gemv_int8): the norm's act_q8k, the product writes
+        // W_down's 8-bit input by halves (the split fixed per width: rows are steps' at any batch).
+        cuda::launch_rmsnorm_q8(x, L.ffn_norm.f32(), h_tap, nullptr, n, E, c_.rms_eps, stream_, xq8_dec_);
+        cuda::launch_gemv_s8(L.w_gate.data, L.w_up.data, L.w_gate.rows, E, xq8_dec_, n, cuda::gemv_s8_split(E), g_,
+                             cuda::MatOut::SwiGLU, stream_, xq_ff_);
+        step("norm + gate_up + quant");
+        gemv_q8(L.w_down, n, x, cuda::MatOut::Add, xq_ff_);
+    } else if (q8) {
         cuda::launch_rmsnorm_q8(x, L.ffn_norm.f32(), h_tap, xq_, n, E, c_.rms_eps, stream_);
         if (fused_ffn) {
             // its 8-bit copy by the product itself where it can (one token on tiled weights), by

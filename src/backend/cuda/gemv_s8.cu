@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/act_q8.cuh"
 #include "backend/cuda/act_q8k.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -50,6 +51,8 @@ struct GemvS8Args {
     int64_t grp_end[GEMV_S8_MAX_SEG];  // cumulative 16-row groups
     const int8_t* xq;
     const uint8_t* rec;
+    int8_t* yq;    // SwiGLU: y's act_q8 copy by halves (null: none)
+    float2* ys;    // its scales, two halves per 32-row block
     int64_t nb;
     int k_split, groups_per_block, out_mode;
 };
@@ -149,18 +152,42 @@ __global__ void __launch_bounds__(S8V_MAX_WARPS * WARP) kernel_gemv_s8(GemvS8Arg
     }
     if (kp != 0 || r0 >= rows) return;
     float* y = seg == 0 ? a.y[0] : (seg == 1 ? a.y[1] : a.y[2]);
+    float v[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
         const int64_t r = r0 + g + 8 * (e >> 1);
         const int n = 2 * c + (e & 1);
+        v[e] = M == 2 ? silu_mul(acc[0][e], acc[M - 1][e]) : acc[0][e];
         if (r >= rows || n >= N_TOK) continue;
         float& o = y[n * rows + r];
-        if (a.out_mode == static_cast<int>(MatOut::SwiGLU)) {
-            o = silu_mul(acc[0][e], acc[M - 1][e]);
-        } else if (a.out_mode == static_cast<int>(MatOut::Add)) {
-            o += acc[0][e];
+        if (a.out_mode == static_cast<int>(MatOut::Add)) {
+            o += v[e];
         } else {
-            o = acc[0][e];
+            o = v[e];
+        }
+    }
+    if (M == 2 && a.yq != nullptr) {
+        // The warp's 16 rows are half (r0 / 16) % 2 of act_q8 block r0 / 32 of each token:
+        // quantize_half_warp's arithmetic over the 8 lanes of a column c (rows g and g + 8 of
+        // tokens 2c and 2c + 1); rows is a multiple of 32 (every group whole).
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            const int n = 2 * c + p;
+            float amax = fmaxf(fabsf(v[p]), fabsf(v[2 + p]));
+#pragma unroll
+            for (int o = 4; o < WARP; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+            const float d = amax / 127.0f;
+            const float id = d > 0.0f ? 1.0f / d : 0.0f;
+            const int q0 = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[p] * id))));
+            const int q1 = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[2 + p] * id))));
+            int sum = q0 + q1;
+#pragma unroll
+            for (int o = 4; o < WARP; o <<= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+            if (n >= N_TOK) continue;
+            int8_t* q = a.yq + n * rows + r0 + g;
+            q[0] = static_cast<int8_t>(q0);
+            q[8] = static_cast<int8_t>(q1);
+            if (g == 0) a.ys[(n * rows + r0) / 16] = make_float2(d, d * static_cast<float>(sum));
         }
     }
 }
@@ -189,10 +216,12 @@ int gemv_s8_split(int64_t cols, int blocks_per_warp) {
 }
 
 void launch_gemv_s8_multi(int n_seg, const void* const* w, const void* w2, const int64_t* rows, int64_t cols,
-                          const void* xq, int n_tok, int k_split, float* const* y, MatOut out, void* stream) {
+                          const void* xq, int n_tok, int k_split, float* const* y, MatOut out, void* stream, void* yq) {
     JLLM_ASSERT(n_seg >= 1 && n_seg <= GEMV_S8_MAX_SEG && n_tok >= 1 && n_tok <= GEMV_S8_MAX_TOKENS && k_split >= 1 &&
                 k_split <= GEMV_S8_MAX_SPLIT && reinterpret_cast<uintptr_t>(xq) % 16 == 0);
     JLLM_ASSERT(out != MatOut::SwiGLU || (n_seg == 1 && w2 != nullptr && reinterpret_cast<uintptr_t>(w2) % 16 == 0));
+    JLLM_ASSERT(yq == nullptr || (out == MatOut::SwiGLU && rows[0] % 32 == 0 && yq != xq &&
+                                  reinterpret_cast<uintptr_t>(yq) % 16 == 0));
     static_assert(GEMV_S8_MAX_SPLIT <= S8V_MAX_WARPS, "one 16-row group's warps in a block");
     GemvS8Args a{};
     int64_t groups = 0;
@@ -209,6 +238,10 @@ void launch_gemv_s8_multi(int n_seg, const void* const* w, const void* w2, const
     a.w2 = static_cast<const uint8_t*>(w2);
     a.xq = static_cast<const int8_t*>(xq);
     a.rec = static_cast<const uint8_t*>(xq) + act_q8k_records_at(n_tok, cols);
+    if (yq != nullptr) {
+        a.yq = static_cast<int8_t*>(yq);
+        a.ys = reinterpret_cast<float2*>(static_cast<uint8_t*>(yq) + act_q8_scales_at(n_tok, rows[0]));
+    }
     a.nb = cols / 256;
     a.k_split = k_split;
     a.groups_per_block = std::max(1, S8V_BLOCK_WARPS / k_split);
@@ -223,8 +256,8 @@ void launch_gemv_s8_multi(int n_seg, const void* const* w, const void* w2, const
 }
 
 void launch_gemv_s8(const void* w, const void* w2, int64_t rows, int64_t cols, const void* xq, int n_tok,
-                    int k_split, float* y, MatOut out, void* stream) {
-    launch_gemv_s8_multi(1, &w, w2, &rows, cols, xq, n_tok, k_split, &y, out, stream);
+                    int k_split, float* y, MatOut out, void* stream, void* yq) {
+    launch_gemv_s8_multi(1, &w, w2, &rows, cols, xq, n_tok, k_split, &y, out, stream, yq);
 }
 
 }  // namespace cuda

@@ -1,6 +1,7 @@
 // backend/cuda/norm.cu — RMSNorm over rows: the fp32 output (and its fp16 copy, the GEMM's input,
 // with that copy's act_q8k for the int8 GEMM) or, for the dp4a GEMV, the 8-bit activations
-// (launch_rmsnorm_q8, spread over several blocks per row).
+// (launch_rmsnorm_q8, spread over several blocks per row), with or instead of them the act_q8k
+// input of the int8 GEMV.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -65,7 +66,8 @@ constexpr int NORM_Q8_WARPS = 8;
 constexpr int NORM_Q8_REG = 4;  // float4 loads per thread held in registers (rows up to 4,096 values)
 __global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
     kernel_rmsnorm_q8(const float* x, const float* __restrict__ w, float* y, int8_t* __restrict__ q,
-                      float4* __restrict__ s, int64_t n, float eps) {
+                      float4* __restrict__ s, int8_t* __restrict__ q8k, uint8_t* __restrict__ rec8, int64_t n,
+                      float eps) {
     __shared__ float red[WARP];
     const int64_t row = blockIdx.y;
     const float* xr = x + row * n;
@@ -103,18 +105,47 @@ __global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
     const float scale = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
     const float v = xv * scale * wv;
     if (y) y[row * n + b * 32 + lane] = v;
-    quantize_block_warp(v, lane, q + row * n + b * 32, s + row * nb + b);
+    if (q != nullptr) quantize_block_warp(v, lane, q + row * n + b * 32, s + row * nb + b);
+    if (q8k == nullptr) return;
+    // act_q8k: the block's 256 values (n % 256 == 0: every warp is here) rounded to fp16, then
+    // quantize_q8k_warp's arithmetic with warp w's 32 values as sub-block w.
+    __shared__ float amax_w[NORM_Q8_WARPS];
+    const float vh = __half2float(half_sat(v));
+    const float wm = warp_max(fabsf(vh));
+    if (lane == 0) amax_w[warp] = wm;
+    __syncthreads();
+    float amax = amax_w[0];
+#pragma unroll
+    for (int k = 1; k < NORM_Q8_WARPS; ++k) amax = fmaxf(amax, amax_w[k]);
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(vh * id))));
+    q8k[row * n + b * 32 + lane] = static_cast<int8_t>(qi);
+    int sum = qi;
+#pragma unroll
+    for (int o = WARP / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+    if (lane != 0) return;
+    uint8_t* r = rec8 + (row * (n / 256) + blockIdx.x) * Q8K_REC;
+    const int hi = sum >> 6;  // floor division: lo in [0, 64)
+    __half* quartet = reinterpret_cast<__half*>(r + 8 * (warp >> 1));  // (hi_2c, hi_2c+1, lo_2c, lo_2c+1)
+    quartet[warp & 1] = __int2half_rn(hi);
+    quartet[2 + (warp & 1)] = __int2half_rn(sum - 64 * hi);
+    if (warp == 0) *reinterpret_cast<float4*>(r + Q8K_D) = make_float4(d, 0.0f, 0.0f, 0.0f);
 }
 
 }  // namespace
 
 void launch_rmsnorm_q8(const float* x, const float* w, float* y, void* xq, int n_rows, int64_t n, float eps,
-                       void* stream) {
-    JLLM_ASSERT(n_rows >= 1 && n >= 32 && n % 32 == 0);
+                       void* stream, void* xq8k) {
+    JLLM_ASSERT(n_rows >= 1 && n >= 32 && n % 32 == 0 && (xq != nullptr || xq8k != nullptr));
+    static_assert(NORM_Q8_WARPS * WARP == 256, "a block of the norm is one act_q8k block");
+    JLLM_ASSERT(xq8k == nullptr || (n % 256 == 0 && reinterpret_cast<uintptr_t>(xq8k) % 16 == 0));
     int8_t* q = static_cast<int8_t*>(xq);
-    float4* sc = reinterpret_cast<float4*>(static_cast<uint8_t*>(xq) + act_q8_scales_at(n_rows, n));
+    float4* sc = xq ? reinterpret_cast<float4*>(static_cast<uint8_t*>(xq) + act_q8_scales_at(n_rows, n)) : nullptr;
+    int8_t* q8k = static_cast<int8_t*>(xq8k);
+    uint8_t* rec8 = xq8k ? static_cast<uint8_t*>(xq8k) + act_q8k_records_at(n_rows, n) : nullptr;
     const dim3 grid(static_cast<unsigned>((n / 32 + NORM_Q8_WARPS - 1) / NORM_Q8_WARPS), static_cast<unsigned>(n_rows));
-    kernel_rmsnorm_q8<<<grid, NORM_Q8_WARPS * WARP, 0, as_stream(stream)>>>(x, w, y, q, sc, n, eps);
+    kernel_rmsnorm_q8<<<grid, NORM_Q8_WARPS * WARP, 0, as_stream(stream)>>>(x, w, y, q, sc, q8k, rec8, n, eps);
     JLLM_CUDA_LAUNCH_CHECK("kernel_rmsnorm_q8");
 }
 

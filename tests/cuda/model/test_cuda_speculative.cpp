@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +72,42 @@ TEST(CudaSpeculative, VerificationRowsMatchOneTokenSteps) {
             }
         }
     }
+}
+
+// The int8 GEMV on a Q4_K_M model's gate / up (CudaOptions::gemv_int8): a verification's rows are
+// still the steps' bits; its logits are not the dp4a path's (the option takes effect) but within
+// INT8_GEMV_REL of them (gate / up inputs quantized per 256 values instead of per 32).
+TEST(CudaSpeculative, VerificationRowsMatchStepsOnTheInt8Gemv) {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+    constexpr double INT8_GEMV_REL = 3e-2;
+    const test::TinyQwen3 m = test::tiny_qwen3("cuda_spec_rows_q4km_tiny_qwen3.gguf", 7, QuantRecipe::Q4_K_M);
+    const size_t V = static_cast<size_t>(m.c.n_vocab);
+    std::vector<int32_t> prefix(29);
+    for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = static_cast<int32_t>((i * 7919 + 13) % 150000);
+    const int n = 4;
+    std::vector<int32_t> batch(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) batch[static_cast<size_t>(i)] = (i * 104729 + 5) % 150000;
+    std::vector<float> steps[2];
+    for (bool int8 : {false, true}) {
+        SCOPED_TRACE(int8 ? "int8 GEMV" : "dp4a GEMV");
+        CudaOptions o;
+        o.gemv_int8 = int8;
+        auto b = create_cuda_backend(m.c, o);
+        b->bind_weights(m.w, WeightPlacement::Copy);  // the tiled layout
+        b->allocate(128, 64, KvType::Int8);
+        ASSERT_EQ(b->exact_rows(), n);
+        std::vector<float> rows;
+        test::verification_rows_and_steps(*b, prefix, batch, V, rows, steps[int8]);
+        ASSERT_EQ(std::memcmp(rows.data(), steps[int8].data(), rows.size() * sizeof(float)), 0);
+    }
+    double max_abs = 0, max_ref = 0;
+    for (size_t i = 0; i < steps[0].size(); ++i) {
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(steps[1][i] - steps[0][i])));
+        max_ref = std::max(max_ref, static_cast<double>(std::fabs(steps[0][i])));
+    }
+    std::printf("[int8 gemv] max |diff| %.3g of max |logit| %.3g\n", max_abs, max_ref);
+    EXPECT_GT(max_abs, 0.0) << "the option changed nothing";
+    EXPECT_LE(max_abs, INT8_GEMV_REL * max_ref);
 }
 
 struct Out {

@@ -2,8 +2,9 @@
 // launch_gemv_s8): against its twin gemv_s8_ref bit for bit (Store, Add; SwiGLU up to the device's
 // exponential) for every token count 1..8 and several column splits, rows that end in half a
 // warp's tile pair, Q/K/V segments in one grid; every row of an n-token product equal to the
-// one-token product of its token; the twin itself, on the host, against gemm_s8_ref and the
-// unsplit sums; the kernel's lane pieces on the host around an emulated mma against the twin.
+// one-token product of its token; the SwiGLU product's 8-bit copy by halves; the twin itself, on the
+// host, against gemm_s8_ref and the unsplit sums; the kernel's lane pieces on the host around an
+// emulated mma against the twin.
 // Outputs are poisoned before each launch.
 #include <gtest/gtest.h>
 
@@ -182,6 +183,38 @@ TEST(CudaOps, GemvS8RowsAreOneTokenProducts) {
                 ASSERT_EQ(std::memcmp(got.data() + t * c.rows, want, c.rows * sizeof(float)), 0)
                     << "n_tok " << n_tok << " token " << t;
             }
+        }
+    }
+}
+
+// The SwiGLU product's 8-bit copy by halves (W_down's dp4a input): for every token count, y the
+// same bits as without the copy, and the copy exactly quantize_act_ref(y, .., halves) of that y.
+TEST(CudaOps, GemvS8SwiGLUWritesEightBitHalves) {
+    JLLM_REQUIRE_CUDA_DEVICE();
+    std::mt19937 rng(9106);
+    const cuda::WeightFormat fmt(GgmlType::Q4_K, cuda::WeightLayout::Tiles);
+    for (const Case& c : {Case{96, 2560, MatOut::SwiGLU, 0}, Case{512, 256, MatOut::SwiGLU, 0}}) {
+        const int k_split = cuda::gemv_s8_split(c.cols);
+        const std::vector<uint8_t> w = random_matrix(GgmlType::Q4_K, c.rows, c.cols, rng);
+        const std::vector<uint8_t> w2 = random_matrix(GgmlType::Q4_K, c.rows, c.cols, rng);
+        DevBuf<uint8_t> dw(device_bytes(GgmlType::Q4_K, fmt.layout, w, c.rows, c.cols));
+        DevBuf<uint8_t> dw2(device_bytes(GgmlType::Q4_K, fmt.layout, w2, c.rows, c.cols));
+        for (int n_tok = 1; n_tok <= cuda::GEMV_S8_MAX_TOKENS; ++n_tok) {
+            SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n_tok " + std::to_string(n_tok));
+            const auto xq = quantized(batch_activations(n_tok, c.cols, rng), n_tok, c.cols);
+            const std::vector<float> plain = run_gemv(c, k_split, n_tok, dw, &dw2, *xq, {});
+            DevBuf<float> dy(plain.size());
+            DevBuf<uint8_t> dq(cuda::act_q8_bytes(n_tok, c.rows));
+            dy.poison();
+            dq.poison();
+            cuda::launch_gemv_s8(dw.get(), dw2.get(), c.rows, c.cols, xq->get(), n_tok, k_split, dy.get(), c.out,
+                                 nullptr, dq.get());
+            const std::vector<float> y = dy.download();
+            ASSERT_EQ(std::memcmp(y.data(), plain.data(), y.size() * sizeof(float)), 0);
+            std::vector<uint8_t> want(dq.size(), 0);
+            cuda::quantize_act_ref(y.data(), n_tok, c.rows, want.data(), true);
+            const std::vector<uint8_t> got = dq.download();
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
         }
     }
 }

@@ -157,6 +157,24 @@ TEST(CudaOps, RmsNormQuantized) {
             dq.poison();
             cuda::launch_rmsnorm_q8(dx.get(), dw.get(), nullptr, dq.get(), rows, n, 1e-6f, nullptr);
             ASSERT_EQ(0, std::memcmp(dq.download().data(), qref.data(), q.size()));
+            if (n % 256 != 0) continue;
+            // The act_q8k copy (the int8 GEMV's input), with the act_q8 one and alone: exactly
+            // launch_to_f16 + launch_quantize_q8k of the fp32 output, the act_q8 bytes unchanged.
+            std::vector<uint8_t> kref(cuda::act_q8k_bytes(rows, n), 0);
+            cuda::quantize_q8k_ref(y.data(), rows, n, kref.data());
+            DevBuf<uint8_t> dk(kref.size());
+            for (bool with_q8 : {true, false}) {
+                SCOPED_TRACE(with_q8 ? "act_q8k and act_q8" : "act_q8k alone");
+                dk.poison();  // every byte written, the records' zero padding too
+                dq.poison();
+                cuda::launch_rmsnorm_q8(dx.get(), dw.get(), nullptr, with_q8 ? dq.get() : nullptr, rows, n, 1e-6f,
+                                        nullptr, dk.get());
+                const std::vector<uint8_t> k = dk.download();
+                ASSERT_EQ(0, std::memcmp(k.data(), kref.data(), k.size()));
+                if (with_q8) {
+                    ASSERT_EQ(0, std::memcmp(dq.download().data(), qref.data(), q.size()));
+                }
+            }
         }
     }
 }

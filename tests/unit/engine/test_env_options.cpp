@@ -16,7 +16,7 @@ namespace {
 const char* const KNOBS[] = {"JLLM_CPU_SIMD",        "JLLM_CUDA_GRAPH",      "JLLM_CUDA_PROFILE",
                              "JLLM_CUDA_SYNC_CHECK", "JLLM_CUDA_WARMUP",     "JLLM_CUDA_ATTN_KERNEL",
                              "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS", "JLLM_CUDA_GEMM",
-                             "JLLM_CUDA_GEMM_S8_MIN", "JLLM_CUDA_TILES"};
+                             "JLLM_CUDA_GEMM_S8_MIN", "JLLM_CUDA_TILES", "JLLM_CUDA_GEMV"};
 
 // Every knob unset for the test's scope (and after it).
 struct CleanEnv {
@@ -57,6 +57,7 @@ TEST(BackendOptions, EveryKnobTakesItsValues) {
     ::setenv("JLLM_CUDA_ATTN_SPLITS", "16", 1);
     ::setenv("JLLM_CUDA_GEMM", "fp16", 1);
     ::setenv("JLLM_CUDA_GEMM_S8_MIN", "33", 1);
+    ::setenv("JLLM_CUDA_GEMV", "int8", 1);
     ::setenv("JLLM_CUDA_TILES", "0", 1);
     const BackendOptions o = backend_options_from_env();
     EXPECT_EQ(o.cpu.simd, SimdLevel::Scalar);
@@ -69,6 +70,7 @@ TEST(BackendOptions, EveryKnobTakesItsValues) {
     EXPECT_EQ(o.cuda.attn_max_split, 16);
     EXPECT_FALSE(o.cuda.gemm_int8);
     EXPECT_EQ(o.cuda.gemm_int8_min_tokens, 33);
+    EXPECT_TRUE(o.cuda.gemv_int8);
     EXPECT_FALSE(o.cuda.tiled_weights);
 }
 
@@ -77,7 +79,7 @@ TEST(BackendOptions, BadKnobValueIsAnError) {
     CleanEnv env;
     for (const char* knob : {"JLLM_CUDA_GRAPH", "JLLM_CUDA_PROFILE", "JLLM_CUDA_SYNC_CHECK", "JLLM_CUDA_WARMUP",
                              "JLLM_CUDA_ATTN_KERNEL", "JLLM_CUDA_ATTN_WARPS", "JLLM_CUDA_ATTN_SPLITS",
-                             "JLLM_CUDA_GEMM", "JLLM_CUDA_GEMM_S8_MIN", "JLLM_CUDA_TILES"}) {
+                             "JLLM_CUDA_GEMM", "JLLM_CUDA_GEMM_S8_MIN", "JLLM_CUDA_TILES", "JLLM_CUDA_GEMV"}) {
         SCOPED_TRACE(knob);
         ASSERT_EQ(::setenv(knob, "3x", 1), 0);
         try {
