@@ -42,6 +42,7 @@ TEST(BackendOptions, DefaultsWithoutTheEnvironment) {
     EXPECT_EQ(o.cuda.attn_max_split, cuda::ATTN_MAX_SPLIT);
     EXPECT_TRUE(o.cuda.gemm_int8);
     EXPECT_EQ(o.cuda.gemm_int8_min_tokens, cuda::GEMM_S8_MIN_TOKENS);
+    EXPECT_FALSE(o.cuda.gemv_int8);
     EXPECT_TRUE(o.cuda.tiled_weights);
 }
 
