@@ -19,12 +19,19 @@ __host__ __device__ __forceinline__ size_t act_q8_scales_at(int n_tok, int64_t c
 }
 
 #ifdef __CUDACC__
+// The activations' 8-bit code (act_q8 and act_q8k alike): for a scale d = amax / 127, the inverse
+// the values are multiplied by (0 where amax = 0: every code 0), and q = round-half-even(v * id)
+// clamped to +-127.
+__device__ __forceinline__ float q8_inverse(float d) { return d > 0.0f ? 1.0f / d : 0.0f; }
+__device__ __forceinline__ int q8_code(float v, float id) {
+    return static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v * id))));
+}
+
 // The warp quantizes one block: lane l holds value l; writes q[0..31] and the block's float4.
 __device__ __forceinline__ void quantize_block_warp(float v, int lane, int8_t* q, float4* s) {
     const float amax = warp_max(fabsf(v));
     const float d = amax / 127.0f;
-    const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v * id))));
+    const int qi = q8_code(v, q8_inverse(d));
     q[lane] = static_cast<int8_t>(qi);
     int sh = qi;  // sums within each half-warp
     JLLM_UNROLL
@@ -41,8 +48,7 @@ __device__ __forceinline__ void quantize_half_warp(float v, int lane, int h, int
     JLLM_UNROLL
     for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const float d = amax / 127.0f;
-    const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v * id))));
+    const int qi = q8_code(v, q8_inverse(d));
     int sh = qi;
     JLLM_UNROLL
     for (int o = 8; o > 0; o >>= 1) sh += __shfl_xor_sync(0xffffffffu, sh, o);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cuda/act_q8.cuh"
 #include "backend/cuda/cuda_common.cuh"
 
 namespace jllm {
@@ -35,12 +36,12 @@ __device__ __forceinline__ void quantize_q8k_warp(uint4 raw, int lane, int64_t b
     }
     amax = warp_max(amax);
     const float d = amax / 127.0f;
-    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    const float id = q8_inverse(d);
     uint32_t packed[2] = {0u, 0u};
     int sum = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[i] * id))));
+        const int qi = q8_code(v[i], id);
         sum += qi;
         packed[i / 4] |= (static_cast<uint32_t>(qi) & 0xFFu) << (8 * (i % 4));
     }

@@ -177,9 +177,8 @@ __global__ void __launch_bounds__(S8V_MAX_WARPS * WARP) kernel_gemv_s8(GemvS8Arg
 #pragma unroll
             for (int o = 4; o < WARP; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
             const float d = amax / 127.0f;
-            const float id = d > 0.0f ? 1.0f / d : 0.0f;
-            const int q0 = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[p] * id))));
-            const int q1 = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(v[2 + p] * id))));
+            const float id = q8_inverse(d);
+            const int q0 = q8_code(v[p], id), q1 = q8_code(v[2 + p], id);
             int sum = q0 + q1;
 #pragma unroll
             for (int o = 4; o < WARP; o <<= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);

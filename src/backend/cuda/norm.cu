@@ -118,8 +118,7 @@ __global__ void __launch_bounds__(NORM_Q8_WARPS * WARP)
 #pragma unroll
     for (int k = 1; k < NORM_Q8_WARPS; ++k) amax = fmaxf(amax, amax_w[k]);
     const float d = amax / 127.0f;
-    const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    const int qi = static_cast<int>(fmaxf(-127.0f, fminf(127.0f, rintf(vh * id))));
+    const int qi = q8_code(vh, q8_inverse(d));
     q8k[row * n + b * 32 + lane] = static_cast<int8_t>(qi);
     int sum = qi;
 #pragma unroll
